@@ -1,0 +1,166 @@
+"""Command line: argument parsing and printing only; every command is an API call.
+
+Exit codes everywhere: 0 success/accepted, 1 rejected/failed check, 2 usage or task error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any, Sequence
+
+from . import api
+from .config import TimingConfig, gate_config
+from .contract import load as load_contract, parse_domain_flag
+from .errors import KernelgateError
+from .records import BenchResult, Verdict
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--store", default=None, help="SQLite store path (default: $KERNELGATE_STORE or ~/.cache/kernelgate/store.sqlite)")
+
+
+def _contract_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", default=None, help="module:function or file.py:function returning the inputs")
+    p.add_argument("--contract", default=None, help="contract TOML file")
+    p.add_argument("--precision", default=None, help="allowed lower precisions, e.g. tf32,bf16")
+    p.add_argument("--domain", default=None, help="input domains, e.g. 0=-1:1")
+    p.add_argument("--inplace", action="store_true", default=None, help="outputs may alias / overwrite inputs")
+    p.add_argument("--call-timeout", type=float, default=None, help="seconds allowed per forward (default 120)")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kernelgate", description="Verify and time PyTorch kernels against a reference.")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="check a candidate against a reference")
+    v.add_argument("ref", help="reference: file.py (class Model) or file.py:Class")
+    v.add_argument("cand", help="candidate: file.py (class ModelNew) or file.py:Class")
+    v.add_argument("--trials", type=int, default=None, help="correctness trials (default 8)")
+    _contract_args(v)
+    _common(v)
+    b = sub.add_parser("bench", help="time eager, torch.compile and candidates side by side")
+    b.add_argument("ref")
+    b.add_argument("cands", nargs="*")
+    b.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    b.add_argument("--iters", type=int, default=10, help="timed iterations per round (default 10)")
+    b.add_argument("--warmup-ms", type=float, default=300.0)
+    b.add_argument("--baselines", default="eager,compile", help="comma list of eager,compile")
+    _contract_args(b)
+    _common(b)
+    r = sub.add_parser("runs", help="recent results from the store")
+    r.add_argument("--limit", type=int, default=20)
+    _common(r)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = parser()
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code not in (0, None) else 0
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except KernelgateError as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"status": "error", "reason": e.reason.value, "message": str(e)}))
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _contract(args: argparse.Namespace):
+    flags: dict[str, Any] = {}
+    if args.precision:
+        flags["precision"] = args.precision
+    if args.domain:
+        flags["domain"] = parse_domain_flag(args.domain)
+    if args.inplace:
+        flags["inplace"] = True
+    return load_contract(args.contract, **flags)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    cfg = gate_config(call_timeout=args.call_timeout, trials=args.trials)
+    if not args.json:
+        print(f"verifying {args.cand} against {args.ref} on {args.target} ...", file=sys.stderr)
+    v = api.verify(args.ref, args.cand, target=args.target, contract=_contract(args), inputs=args.inputs,
+                   config=cfg, store=args.store)
+    print(json.dumps(v.to_json(), indent=1) if args.json else format_verdict(v))
+    return v.exit_code
+
+
+def format_verdict(v: Verdict) -> str:
+    lines = [f"{v.status.value.upper()}  ({v.reason.value})  {v.message}",
+             f"  target {v.target} on {v.device}, {v.seconds:.1f} s"]
+    for c in v.checks:
+        lines.append(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<44} {c.detail.splitlines()[0] if c.detail else ''}")
+    if v.assumptions:
+        lines.append("assumptions in force:")
+        lines += [f"  - {a}" for a in v.assumptions]
+    if v.notes:
+        lines.append("notes:")
+        lines += [f"  - {n}" for n in v.notes]
+    return "\n".join(lines)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    tcfg = TimingConfig(warmup_ms=args.warmup_ms, rounds=args.rounds, iters=args.iters)
+    progress = None if args.json else (lambda m: print(f"  {m}", file=sys.stderr))
+    res = api.bench(args.ref, args.cands, target=args.target, contract=_contract(args), inputs=args.inputs,
+                    config=gate_config(call_timeout=args.call_timeout), timing=tcfg,
+                    baselines=tuple(b.strip() for b in args.baselines.split(",") if b.strip()),
+                    store=args.store, progress=progress)
+    print(json.dumps(res.to_json(), indent=1) if args.json else format_bench(res))
+    if res.status.value == "error":
+        return 2
+    return 0 if all(r.verdict is None or r.verdict.accepted for r in res.rows) else 1
+
+
+def format_bench(res: BenchResult) -> str:
+    if res.status.value == "error":
+        return f"ERROR  {res.message}"
+    lines = [f"{res.workload}  on {res.device}  (baseline: {res.baseline}; median of interleaved samples, cold L2)",
+             f"  {'implementation':<24} {'median ms':>10} {'spread':>8} {'n':>5} {'speedup':>8}  {'95% CI':<16} verdict"]
+    for r in res.rows:
+        if r.timing is None:
+            lines.append(f"  {r.label:<24} {'-':>10} {'-':>8} {'-':>5} {'-':>8}  {'':<16} {r.note}")
+            continue
+        t, sp = r.timing, r.speedup
+        ratio = f"{sp.ratio:.3f}x" if sp else ""
+        ci = f"[{sp.low:.3f}, {sp.high:.3f}]" if sp else ""
+        verdict = r.note or ("")
+        if sp:
+            verdict = ("faster (claimed)" if sp.claimed else "not a claimable speedup") + (f"; {r.note}" if r.note else "")
+        lines.append(f"  {r.label:<24} {t.median_ms:>10.4g} {100 * t.spread:>7.2f}% {len(t.samples_ms):>5} {ratio:>8}  {ci:<16} {verdict}")
+    lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%)")
+    return "\n".join(lines)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    rows = [r for r in api.runs(args.limit * 10 if args.target != "cpu" else args.limit, store=args.store)]
+    if args.target and args.target != "any":
+        rows = [r for r in rows if r.target == args.target][: args.limit]
+    if args.json:
+        print(json.dumps([r.to_json() for r in rows], indent=1))
+        return 0
+    if not rows:
+        print("no results in the store yet")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+        cand = (r.candidate or "").rsplit("/", 1)[-1]
+        print(f"{r.id:>5} {when} {r.kind:<6} {r.status:<9} {r.target:<5} {r.workload.rsplit('/', 1)[-1]:<24} "
+              f"{cand:<24} {r.summary or ''}")
+    return 0
+
+
+COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "runs": cmd_runs}

@@ -1,0 +1,45 @@
+"""The one place that reads the environment: store location and gate defaults."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def store_path() -> Path:
+    """KERNELGATE_STORE, else $XDG_CACHE_HOME/kernelgate/store.sqlite, else ~/.cache/kernelgate/store.sqlite."""
+    if os.environ.get("KERNELGATE_STORE"):
+        return Path(os.environ["KERNELGATE_STORE"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "kernelgate" / "store.sqlite"
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Knobs of the gate. Defaults are what `verify` uses."""
+
+    trials: int = 8                  # correctness trials (distributions cycle through workload.TRIAL_KINDS)
+    build_timeout: float = 600.0     # import + construct + load_state_dict (CUDA extensions build here)
+    call_timeout: float = 120.0      # one forward, or one timed batch
+    recheck_iters: int = 6           # timed iterations whose outputs may be re-checked in verify
+    rechecks: int = 3                # outputs re-checked after a timed loop
+    output_limit: int = 4 << 20      # bytes a candidate may print
+    memory_limit: int | None = None  # address-space limit for CPU workers (bytes)
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """Knobs of the timer (gate/timing.py)."""
+
+    warmup_ms: float = 300.0
+    rounds: int = 10
+    iters: int = 10                  # per round per implementation
+    pool: int = 4                    # distinct input sets rotated through
+    min_total_ms: float = 0.0        # extend rounds until each implementation has this much sampled time
+
+
+def gate_config(**overrides) -> GateConfig:
+    env_timeout = os.environ.get("KERNELGATE_CALL_TIMEOUT")
+    if env_timeout and "call_timeout" not in overrides:
+        overrides["call_timeout"] = float(env_timeout)
+    return GateConfig(**{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,1 @@
+"""The gate: correctness against the oracle, integrity of the candidate's process, and the one timer."""

@@ -1,0 +1,79 @@
+"""Task admission: trivial mutants go through the same check first; if one passes, the task is degenerate."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from ..oracle import Oracle, Runs, upcast
+from ..records import Check
+from . import correctness
+
+
+def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
+    """The format one step below what the task and its contract permit, for the precision mutant."""
+    dtypes = {p.dtype for p in oracle.model.parameters()} | {b.dtype for b in oracle.model.buffers()}
+    floating = {d for d in dtypes if d.is_floating_point}
+    if floating and floating <= {torch.float32} or not floating:
+        if "bf16" not in oracle.contract.precision:
+            return "bf16", torch.bfloat16
+    return None
+
+
+def mutants(oracle: Oracle, xs: list[Any], runs: Runs) -> dict[str, list[torch.Tensor]]:
+    """Outputs of the trivial mutants on one trial's inputs."""
+    task = runs.task
+    out: dict[str, list[torch.Tensor]] = {
+        "zeros": [torch.zeros_like(b) for b in task],
+        "constant at the mean": [torch.full_like(b, float(g.double().nan_to_num().mean()) if b.is_floating_point()
+                                                 else int(g.double().nan_to_num().mean().round()))
+                                 for b, g in zip(task, runs.oracle)],
+    }
+    tensors = [x for x in xs if isinstance(x, torch.Tensor)]
+    if len(task) == 1 and tensors and tensors[0].shape == task[0].shape:
+        out["input passthrough"] = [tensors[0].to(task[0].dtype).to(task[0].device)]
+    low = lower_precision(oracle)
+    if low is not None:
+        name, dt = low
+        model = getattr(oracle, "_mutant_model", None)
+        if model is None:
+            model = oracle._mutant_model = copy.deepcopy(oracle.model).to(dt)
+        model.load_state_dict(oracle.model.state_dict())
+        dev = [x.to(oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
+        with torch.no_grad():
+            res = model(*upcast(dev, dt))
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        out[f"reference in {name}"] = [r.to(b.dtype) for r, b in zip(res, task)]
+    return out
+
+
+def admit(oracle: Oracle, trials: list[tuple[list[Any], Runs]]) -> Check:
+    """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission."""
+    passing = None
+    names: list[str] = []
+    per_trial = [mutants(oracle, xs, runs) for xs, runs in trials]
+    names = list(per_trial[0])
+    for name in names:
+        ok = True
+        for (xs, runs), muts in zip(trials, per_trial):
+            if name not in muts:
+                ok = False
+                break
+            for k, (c, g, b) in enumerate(zip(muts[name], runs.oracle, runs.task)):
+                tol = correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
+                if not correctness.compare(c, g, b, tol, name).ok:
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            passing = name
+            break
+    if passing:
+        g = trials[0][1].oracle[0].double()
+        scale = float(g[torch.isfinite(g)].abs().max()) if g.numel() else 0.0
+        return Check("task admission", False,
+                     f"degenerate task: the '{passing}' mutant passes the check (max |output| {scale:.3g}); "
+                     "fix the task's inputs or outputs before trusting any candidate")
+    return Check("task admission", True, f"{len(names)} trivial mutants rejected ({', '.join(names)})")

@@ -1,0 +1,148 @@
+"""Bench: eager and torch.compile baselines and every verified candidate, interleaved in one run."""
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+from dataclasses import replace
+
+import torch
+
+from .. import workload
+from ..config import GateConfig, TimingConfig
+from ..records import BenchResult, BenchRow, Check, Reason, Status, Timing, Verdict
+from ..versions import conditions
+from . import timing
+from .judge import Rejected, Session, Task, device_name, judge, timing_pool
+
+log = logging.getLogger(__name__)
+
+BASELINES = ("eager", "compile")
+
+
+def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingConfig,
+          baselines: tuple[str, ...] = BASELINES, progress=None) -> BenchResult:
+    """Verify each candidate, then time baselines and accepted candidates round-robin on fresh inputs."""
+    say = progress or (lambda msg: None)
+    rows: dict[str, BenchRow] = {}
+    verdicts: dict[str, Verdict] = {}
+    if not task.admission.ok:
+        return BenchResult(task.ref.spec.path, task.target, device_name(task.device), "", (),
+                           conditions(task.device), Status.ERROR, task.admission.detail)
+    labels = _labels(cands)
+    for label, cand in zip(labels, cands):
+        say(f"verifying {label}")
+        v = judge(task, cand, cfg)
+        verdicts[label] = v
+        if not v.accepted:
+            rows[label] = BenchRow(label, None, v, None, f"{v.reason.value}: {v.message}")
+    sessions: dict[str, Session] = {}
+    ref_spec = task.ref.spec
+    try:
+        for name in baselines:
+            s = Session(task, workload.Spec(ref_spec.path, ref_spec.cls), cfg, name, trusted=True)
+            try:
+                say(f"building baseline {name}")
+                s.build(compile_options={} if name == "compile" else None, baseline=True)
+                sessions[name] = s
+            except Rejected as r:
+                s.worker.close()
+                rows[name] = BenchRow(name, None, None, None, f"unavailable: {r.check.detail.splitlines()[0]}")
+        if not sessions:
+            return BenchResult(ref_spec.path, task.target, device_name(task.device), "", tuple(rows.values()),
+                               conditions(task.device), Status.ERROR, "no baseline could be built")
+        for label, cand in zip(labels, cands):
+            if verdicts[label].accepted:
+                s = Session(task, cand, cfg, label)
+                s.build()
+                sessions[label] = s
+        timings, rejected = _measure(task, sessions, cfg, tcfg, say)
+    finally:
+        for s in sessions.values():
+            s.worker.close()
+    base_label = min((b for b in baselines if b in timings), key=lambda b: timings[b].median_ms)
+    base = timings[base_label]
+    for name in baselines:
+        if name in timings:
+            rows[name] = BenchRow(name, timings[name], None, None, "faster baseline" if name == base_label else "")
+    for label in labels:
+        if label in rejected:
+            rows[label] = BenchRow(label, timings.get(label), rejected[label], None,
+                                   f"{rejected[label].reason.value}: {rejected[label].message}")
+        elif label in timings:
+            sp = timing.speedup(base, timings[label])
+            note = "flagged for review: implausibly large speedup" if sp.flagged else ""
+            rows[label] = BenchRow(label, timings[label], verdicts[label], sp, note)
+    order = [b for b in baselines if b in rows] + labels
+    return BenchResult(ref_spec.path, task.target, device_name(task.device), base_label,
+                       tuple(rows[k] for k in order if k in rows), conditions(task.device))
+
+
+def _labels(cands: list[workload.Spec]) -> list[str]:
+    labels = []
+    for c in cands:
+        name = c.path.rsplit("/", 1)[-1].removesuffix(".py")
+        base, k = name, 2
+        while name in labels or name in BASELINES:
+            name, k = f"{base}#{k}", k + 1
+        labels.append(name)
+    return labels
+
+
+def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
+             say) -> tuple[dict[str, Timing], dict[str, Verdict]]:
+    rng = torch.Generator().manual_seed(secrets.randbits(62))
+    pool, scalable = timing_pool(task, tcfg.pool, rng)
+    plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
+    samples: dict[str, list[float]] = {k: [] for k in sessions}
+    walls: dict[str, list[float]] = {k: [] for k in sessions}
+    rejected: dict[str, Verdict] = {}
+    live = dict(sessions)
+
+    def drop(label: str, r: Rejected) -> None:
+        s = live.pop(label)
+        s.checks.append(r.check)
+        rejected[label] = Verdict(Status.REJECTED, r.reason, f"{r.check.name}: {r.check.detail.splitlines()[0]}",
+                                  tuple(s.checks), tuple(s.notes), tuple(task.contract.assumptions()), task.hash, "",
+                                  task.target, device_name(task.device))
+        s.worker.close()
+
+    for label, s in list(live.items()):
+        try:
+            s.send_pool(pool, scalable)
+        except Rejected as r:
+            drop(label, r)
+    rounds = 0
+    while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(v) for v in samples.values()) < tcfg.min_total_ms):
+        order = list(live)
+        k = rounds % max(len(order), 1)
+        for label in order[k:] + order[:k]:          # rotate who goes first
+            tag, plan = plans.new(tcfg.iters)
+            try:
+                got, wall = live[label].time_batch(tag, plan, tcfg.warmup_ms if rounds == 0 else 0.0,
+                                                   3 if rounds == 0 else 1)
+            except Rejected as r:
+                if label in BASELINES:
+                    raise
+                drop(label, r)
+                continue
+            samples[label] += got
+            walls[label].append(wall)
+        rounds += 1
+        say(f"round {rounds}: " + ", ".join(f"{k} {timing.quantile(v, 0.5):.4g} ms" for k, v in samples.items() if v))
+        if rounds > 10 * tcfg.rounds:
+            break
+    timings = {k: timing.summarize(k, v, sum(walls[k]) / len(walls[k]), k if k in BASELINES else "candidate")
+               for k, v in samples.items() if v}
+    eager = timings.get("eager") or next(iter(timings.values()))
+    for label in [k for k in live if k not in BASELINES]:
+        s = live[label]
+        try:
+            bad = timing.clock_mismatch(eager, timings[label])
+            if bad:
+                s.fail(Reason.TIMER, "outside clock", bad)
+            s.recheck(pool, scalable, plans)
+            s.check_threads()
+        except Rejected as r:
+            drop(label, r)
+    return timings, rejected

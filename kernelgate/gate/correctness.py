@@ -1,0 +1,146 @@
+"""Compare a candidate's outputs with the fp64 oracle, with a tolerance derived from the reference's own error.
+
+Accept C iff   max|C-G|  <= 2.0 * max(e) + beta * u * max|G|
+        and   mean|C-G| <= 1.5 * mean(e) + beta * u * mean|G|
+        and   ||C-G||/||G|| <= 2.0 * ||e||/||G|| + beta * u
+where e is the largest error of the reference run as permitted (task dtype, and any precision the
+reference's configuration or the contract permits) against the oracle G, and u the unit roundoff of
+the output format. NaN/Inf positions must match; NaN is never a wildcard.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..records import Check, Reason
+
+UNIT_ROUNDOFF = {
+    torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8,
+}
+FORMAT_U = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8,
+            "fp8e4m3": 2.0 ** -4, "fp8e5m2": 2.0 ** -3}
+BETA = 8.0
+MAX_FACTOR, MEAN_FACTOR = 2.0, 1.5
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    if dtype in UNIT_ROUNDOFF:
+        return UNIT_ROUNDOFF[dtype]
+    if dtype.is_floating_point:          # fp8 formats
+        return 2.0 ** -(torch.finfo(dtype).nmant + 1)
+    return 0.0                           # integers and bool: exact
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed error for one output, and how it was derived."""
+
+    max_abs: float
+    mean_abs: float
+    fro_rel: float
+    ref_max: float
+    ref_mean: float
+    ref_fro: float
+    u: float
+    exact: bool
+    source: str                          # which reference run set the error ("task dtype", "tf32 conv", ...)
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact (integer/bool output): bit-identical required"
+        return (f"max <= {MAX_FACTOR:g}*{self.ref_max:.3g} + {BETA:g}u*scale = {self.max_abs:.3g}, "
+                f"mean <= {self.mean_abs:.3g} (reference error from {self.source}, u={self.u:.3g})")
+
+
+def _finite_both(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(a) & torch.isfinite(g)
+
+
+def error_stats(a: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float]:
+    """(max, mean, ||a-g||/||g||) over positions where both are finite."""
+    a64, g64 = a.to(torch.float64), g.to(torch.float64)
+    m = _finite_both(a64, g64)
+    if not bool(m.any()):
+        return 0.0, 0.0, 0.0
+    d = (a64 - g64)[m].abs()
+    gn = float(torch.linalg.vector_norm(g64[m]))
+    return float(d.max()), float(d.mean()), float(torch.linalg.vector_norm(d)) / gn if gn > 0 else 0.0
+
+
+def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtype, u: float | None = None) -> Tolerance:
+    """Tolerance for one output from the oracle `g` and the permitted reference runs `refs`."""
+    if not out_dtype.is_floating_point:
+        return Tolerance(0, 0, 0, 0, 0, 0, 0.0, True, "exact")
+    u = unit_roundoff(out_dtype) if u is None else u
+    worst = ("", 0.0, 0.0, 0.0)
+    for name, b in refs.items():
+        mx, mean, fro = error_stats(b, g)
+        if mx >= worst[1]:
+            worst = (name, mx, max(mean, worst[2]), max(fro, worst[3]))
+        else:
+            worst = (worst[0], worst[1], max(mean, worst[2]), max(fro, worst[3]))
+    name, mx, mean, fro = worst
+    g64 = g.to(torch.float64)
+    fin = g64[torch.isfinite(g64)].abs()
+    scale_max = float(fin.max()) if fin.numel() else 0.0
+    scale_mean = float(fin.mean()) if fin.numel() else 0.0
+    return Tolerance(
+        max_abs=MAX_FACTOR * mx + BETA * u * scale_max,
+        mean_abs=MEAN_FACTOR * mean + BETA * u * scale_mean,
+        fro_rel=MAX_FACTOR * fro + BETA * u,
+        ref_max=mx, ref_mean=mean, ref_fro=fro, u=u, exact=False, source=name or "task dtype")
+
+
+def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, label: str) -> Check:
+    """One output of one trial: positions of non-finite values, then errors against the tolerance."""
+    if tol.exact:
+        same = torch.equal(c, b.to(c.dtype)) if c.dtype == b.dtype else False
+        return Check(label, same, "bit-identical" if same else "integer/bool output differs from the reference",)
+    c64, g64, b64 = c.to(torch.float64), g.to(torch.float64), b.to(torch.float64)
+    bad = _nonfinite_mismatch(c64, g64, b64)
+    if bad:
+        return Check(label, False, bad)
+    mx, mean, fro = error_stats(c64, g64)
+    detail = f"max err {mx:.3g} (allowed {tol.max_abs:.3g}), mean {mean:.3g} (allowed {tol.mean_abs:.3g})"
+    if mx > tol.max_abs or mean > tol.mean_abs or fro > tol.fro_rel or not math.isfinite(mx):
+        worst = "max" if mx > tol.max_abs else "mean" if mean > tol.mean_abs else "relative Frobenius"
+        return Check(label, False, f"{worst} error too large: {detail}, rel fro {fro:.3g} (allowed {tol.fro_rel:.3g})")
+    return Check(label, True, detail)
+
+
+def _nonfinite_mismatch(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> str:
+    """Where G is non-finite, C must match it exactly; where G is finite, C must be finite
+    unless the task-dtype reference itself overflowed there (then C may match B)."""
+    missing = (torch.isnan(g) & ~torch.isnan(c)) | (torch.isinf(g) & ~(torch.isinf(c) & (torch.sign(c) == torch.sign(g))))
+    if bool(missing.any()):
+        return f"{int(missing.sum())} NaN/Inf values of the oracle not reproduced"
+    extra = ~torch.isfinite(c) & torch.isfinite(g)
+    if bool(extra.any()):
+        tolerated = extra & ~torch.isfinite(b) & ((torch.isnan(c) & torch.isnan(b)) | (c == b))
+        n = int((extra & ~tolerated).sum())
+        if n:
+            return f"{n} NaN/Inf values where the oracle is finite"
+    return ""
+
+
+def check_meta(meta: dict, ref: torch.Tensor, device: str, strides: bool, label: str) -> tuple[Reason, str] | None:
+    """Exact dtype, shape, device and (unless relaxed) strides of one output."""
+    if meta["dtype"] != str(ref.dtype):
+        return Reason.DTYPE, f"{label}: dtype {meta['dtype']}, expected {ref.dtype}"
+    if list(meta["shape"]) != list(ref.shape):
+        return Reason.SHAPE, f"{label}: shape {meta['shape']}, expected {list(ref.shape)}"
+    want = torch.device(device)
+    got = torch.device(meta["device"])
+    if got.type != want.type:
+        return Reason.DEVICE, f"{label}: on {got}, expected {want.type}"
+    if strides and not _same_strides(meta["shape"], meta["stride"], list(ref.stride())):
+        return Reason.STRIDE, f"{label}: strides {meta['stride']}, expected {list(ref.stride())} (contract: strides=false relaxes)"
+    return None
+
+
+def _same_strides(shape: list[int], a: list[int], b: list[int]) -> bool:
+    if math.prod(shape) <= 1:
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n > 1)

@@ -1,0 +1,319 @@
+"""The judge: prepares a task once (oracle, admission), then checks candidates in their own processes."""
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import workload
+from ..config import GateConfig
+from ..errors import KernelgateError
+from ..oracle import Oracle, Runs, bit_equal
+from ..records import Check, Contract, Reason, Status, Verdict
+from ..sandbox import Worker, WorkerFailure
+from . import admission, correctness, screen, timing
+
+log = logging.getLogger(__name__)
+
+ALLOWED_FLAG_CHANGES = {
+    "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
+    "bf16": {"cuda.matmul.allow_bf16_reduced_precision_reduction", "float32_matmul_precision"},
+    "fp16": {"cuda.matmul.allow_fp16_reduced_precision_reduction"},
+}
+
+
+class Rejected(Exception):
+    def __init__(self, reason: Reason, check: Check):
+        super().__init__(check.detail)
+        self.reason, self.check = reason, check
+
+
+def resolve_device(target: str) -> str:
+    """Map a target to a torch device; a CUDA target without a GPU is a task error (exit 2)."""
+    t = target.lower()
+    if t == "cpu":
+        return "cpu"
+    if t in ("cuda", "gpu") or t.startswith("cuda:") or t in ("h100", "h200", "a100", "l40s", "b200"):
+        if not torch.cuda.is_available():
+            raise KernelgateError(f"target '{target}' needs a CUDA GPU, and none is visible to PyTorch "
+                                  f"(torch {torch.__version__}); use --target cpu", Reason.NO_DEVICE)
+        return t if t.startswith("cuda:") else "cuda"
+    raise KernelgateError(f"unknown target '{target}': use cpu or cuda")
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    import platform
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+@dataclass
+class Task:
+    """A reference ready for judging: loaded, probed, admitted."""
+
+    ref: workload.Reference
+    oracle: Oracle
+    contract: Contract
+    device: str
+    target: str
+    admission: Check
+    given: list[Any]
+    out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
+
+    @property
+    def hash(self) -> str:
+        return self.ref.hash
+
+    def out_bytes(self) -> int:
+        return sum(o.numel() * o.element_size() for o in self.out_meta)
+
+
+def prepare(spec: workload.Spec, target: str, contract: Contract) -> Task:
+    """Load the reference, probe it (random? tensors out?), and run task admission."""
+    device = resolve_device(target)
+    ref = workload.load_reference(spec)
+    oracle = Oracle(ref, device, contract)
+    given = ref.inputs(seed=0)
+    for i, _ in contract.domain:
+        if i >= len(given):
+            raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
+    out = oracle.probe(given)
+    rng = torch.Generator().manual_seed(secrets.randbits(62))
+    trials = []
+    for kind in ("given", "normal", "wide"):
+        xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng))), kind, rng, contract)
+        trials.append((xs, oracle.run(xs)))
+    adm = admission.admit(oracle, trials)
+    return Task(ref, oracle, contract, device, target, adm, given, out)
+
+
+@dataclass
+class Trial:
+    name: str
+    inputs: list[Any]
+    state: dict[str, torch.Tensor] | None       # None: keep the current parameters
+
+
+def make_trials(task: Task, seed: int, cfg: GateConfig) -> list[Trial]:
+    """Correctness trials from the secret seed: widened distributions, perturbed parameters, varied shapes."""
+    g = torch.Generator().manual_seed(seed)
+    trials = []
+    for t in range(cfg.trials):
+        kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
+        xs = workload.widen(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g))), kind, g,
+                            task.contract)
+        state = task.oracle.state0 if t == 0 else workload.perturb(task.oracle.state0, g)
+        trials.append(Trial(f"trial {t + 1} ({kind}{', perturbed params' if t else ''})", xs, state))
+    for v in task.contract.vary:
+        for size in v.sizes:
+            xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g))),
+                                 v.inputs, v.dim, size, g)
+            trials.append(Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0))
+    return trials
+
+
+class Session:
+    """One candidate under judgement: its worker and the running list of checks."""
+
+    def __init__(self, task: Task, cand: workload.Spec, cfg: GateConfig, label: str = "candidate",
+                 trusted: bool = False):
+        self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
+        self.worker = Worker(label, output_limit=cfg.output_limit,
+                             memory_limit=cfg.memory_limit if task.device == "cpu" else None)
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
+        self.os_threads0 = 0
+
+    def fail(self, reason: Reason, name: str, detail: str) -> None:
+        raise Rejected(reason, Check(name, False, detail))
+
+    def request(self, msg: dict, timeout: float, what: str) -> dict:
+        try:
+            reply = self.worker.request(msg, timeout)
+        except WorkerFailure as f:
+            detail = f.message + (f"\n{f.detail}" if f.detail and f.reason is Reason.CRASH else "")
+            raise Rejected(f.reason, Check(what, False, detail)) from None
+        if "observations" in reply and not self.trusted:
+            self.observe(reply["observations"], what)
+        return reply
+
+    def observe(self, obs: dict, what: str) -> None:
+        allowed = set().union(*(ALLOWED_FLAG_CHANGES.get(p, set()) for p in self.task.contract.precision))
+        changed = {k: v for k, v in obs.get("flags_changed", {}).items() if k not in allowed}
+        if "num_threads" in changed:
+            self.fail(Reason.THREADS, "thread settings", f"torch.get_num_threads changed {changed['num_threads'][0]} -> "
+                      f"{changed['num_threads'][1]} during {what}")
+        if changed:
+            self.fail(Reason.FLAGS, "global numerics flags",
+                      "changed during " + what + ": " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
+        if obs.get("timers_changed"):
+            self.fail(Reason.TIMER, "timer identity", f"replaced during {what}: {', '.join(obs['timers_changed'])}")
+        before, now = obs.get("py_threads", [0, 0])
+        if now > before:
+            self.fail(Reason.THREADS, "threads", f"{now - before} Python thread(s) started by the candidate ({what})")
+        for m in obs.get("loaded_reference", []):
+            note = f"the candidate loaded the reference file as module '{m}' (a fallback to the reference is not a speedup)"
+            if note not in self.notes:
+                self.notes.append(note)
+
+    def build(self, compile_options: dict | None = None, baseline: bool = False) -> None:
+        """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
+        t = self.task
+        self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
+                      "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
+                      "compile": compile_options is not None, "compile_options": compile_options or {}},
+                     self.cfg.build_timeout, "build")
+        self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
+
+    def call(self, xs: list[Any]) -> dict:
+        return self.request({"op": "call", "inputs": xs, "poison_bytes": 2 * self.task.out_bytes()},
+                            self.cfg.call_timeout, "forward")
+
+    def check_outputs(self, name: str, xs: list[Any], runs: Runs, reply: dict) -> str:
+        """Structure, metadata, aliasing, input integrity, then numbers. Returns the worst error line."""
+        t = self.task
+        out = reply["output"]
+        if out["single"] != t.oracle.single or len(out["tensors"]) != len(runs.task):
+            want = "one tensor" if t.oracle.single else f"a sequence of {len(runs.task)} tensors"
+            got = "one tensor" if out["single"] else f"a sequence of {len(out['tensors'])} tensors"
+            self.fail(Reason.OUTPUT_TYPE, "output structure", f"returned {got}, expected {want}")
+        for k, (meta, c, b) in enumerate(zip(out["meta"], out["tensors"], runs.task)):
+            label = f"output {k}" if len(runs.task) > 1 else "output"
+            if type(c) is not torch.Tensor:
+                self.fail(Reason.OUTPUT_TYPE, "output type", f"{label} is not a plain tensor")
+            bad = correctness.check_meta(meta, b, t.device, t.contract.strides, label)
+            if bad:
+                self.fail(bad[0], "output dtype/shape/device/strides", f"{bad[1]} ({name})")
+            if meta["aliased"] and not t.contract.inplace:
+                self.fail(Reason.ALIASING, "no aliasing", f"{label} shares storage with an input ({name}); "
+                          "declare inplace = true in the contract if intended")
+        if not t.contract.inplace:
+            for i, (before, after) in enumerate(zip(xs, reply.get("inputs_after", xs))):
+                if isinstance(before, torch.Tensor) and not bit_equal(before, after):
+                    self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"input {i} was modified by the candidate ({name}); "
+                              "declare inplace = true in the contract if intended")
+        worst = ""
+        for k, (c, g, b) in enumerate(zip(out["tensors"], runs.oracle, runs.task)):
+            tol = correctness.derive(g.cpu(), {n: r[k].cpu() for n, r in runs.permitted.items()}, b.dtype)
+            chk = correctness.compare(c, g.cpu(), b.cpu(), tol, name)
+            if not chk.ok:
+                reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
+                self.fail(reason, name, chk.detail + ("" if len(runs.task) == 1 else f" (output {k})"))
+            worst = chk.detail
+        return worst
+
+    def trials(self) -> None:
+        seed = secrets.randbits(62)          # drawn after the candidate is constructed
+        t = self.task
+        for k, trial in enumerate(make_trials(t, seed, self.cfg)):
+            if trial.state is not None:
+                self.request({"op": "load", "state": trial.state}, self.cfg.call_timeout, "load_state_dict")
+                t.oracle.load(trial.state)
+            reply = self.call(trial.inputs)                  # candidate first, then the reference
+            if k == 0:
+                self.os_threads0 = self.worker.os_threads()
+            runs = t.oracle.run(trial.inputs)
+            detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
+            self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
+        t.oracle.load(t.oracle.state0)
+        self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
+        self.request({"op": "pool", "pool": pool, "scalable": scalable}, self.cfg.call_timeout, "input pool")
+
+    def time_batch(self, tag: int, plan: list, warmup_ms: float, warmup_min: int) -> tuple[list[float], float]:
+        """One timed batch in the worker; returns its samples and the judge's wall ms per iteration."""
+        msg = {"op": "time", "tag": tag, "plan": plan, "flush_bytes": timing.flush_bytes(self.task.device),
+               "warmup_ms": warmup_ms, "warmup_min": warmup_min}
+        t0 = time.perf_counter()
+        reply = self.request(msg, self.cfg.call_timeout + warmup_ms / 1e3, "timed loop")
+        wall = (time.perf_counter() - t0) * 1e3
+        return reply["samples_ms"], wall / len(plan)
+
+    def recheck(self, pool: list[list[Any]], scalable: list[bool], plans: timing.Plans) -> None:
+        """Fetch retained timed-loop outputs and check them against the oracle on the rebuilt inputs."""
+        reply = self.request({"op": "fetch", "count": self.cfg.rechecks}, self.cfg.call_timeout, "re-check fetch")
+        outputs = reply["outputs"]
+        if not outputs:
+            self.fail(Reason.RECHECK, "timed-loop re-check", "no outputs were retained from the timed loop")
+        t = self.task
+        for tag, tensors in outputs:
+            if tag not in plans.by_tag:
+                self.fail(Reason.RECHECK, "timed-loop re-check", f"unknown iteration tag {tag}")
+            j, s = plans.by_tag[tag]
+            xs = timing.scaled(pool[j], s, scalable)
+            runs = t.oracle.run(xs)
+            if len(tensors) != len(runs.task):
+                self.fail(Reason.RECHECK, "timed-loop re-check", "wrong number of outputs in the timed loop")
+            for k, (c, g, b) in enumerate(zip(tensors, runs.oracle, runs.task)):
+                if type(c) is not torch.Tensor or c.shape != b.shape or c.dtype != b.dtype:
+                    self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {tag}: output {k} has the wrong kind")
+                tol = correctness.derive(g.cpu(), {n: r[k].cpu() for n, r in runs.permitted.items()}, b.dtype)
+                chk = correctness.compare(c, g.cpu(), b.cpu(), tol, "re-check")
+                if not chk.ok:
+                    self.fail(Reason.RECHECK, "timed-loop re-check",
+                              f"output of timed iteration {tag} is wrong: {chk.detail}")
+        self.checks.append(Check("timed-loop re-check", True,
+                                 f"{len(outputs)} outputs from timed iterations match the oracle"))
+
+    def check_threads(self) -> None:
+        now = self.worker.os_threads()
+        if self.os_threads0 and now > self.os_threads0:
+            self.fail(Reason.THREADS, "threads", f"OS thread count of the candidate's process grew "
+                      f"{self.os_threads0} -> {now} after the first call")
+        self.checks.append(Check("threads", True, f"{now} OS threads, unchanged since the first call; "
+                                 "no Python threads started"))
+
+
+def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
+    """Input sets for timed loops, from the workload's own generator; which inputs may be rescaled."""
+    pool = [task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng))) for _ in range(n)]
+    scalable = [isinstance(x, torch.Tensor) and x.is_floating_point() and task.contract.domain_of(i) is None
+                for i, x in enumerate(pool[0])]
+    return pool, scalable
+
+
+def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
+    """Full correctness gate for one candidate."""
+    t0 = time.perf_counter()
+    s = Session(task, cand, cfg)
+    s.checks.append(task.admission)
+    s.notes.extend(screen.scan(cand.path))
+    status, reason, message = Status.ACCEPTED, Reason.OK, "all checks passed"
+    try:
+        if not task.admission.ok:
+            return _verdict(task, cand, Status.ERROR, Reason.DEGENERATE, task.admission.detail, s, t0)
+        s.checks.append(Check("contract", True, "; ".join(task.contract.assumptions())))
+        s.build()
+        s.trials()
+        rng = torch.Generator().manual_seed(secrets.randbits(62))
+        pool, scalable = timing_pool(task, 2, rng)
+        s.send_pool(pool, scalable)
+        plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
+        tag, plan = plans.new(cfg.recheck_iters)
+        s.time_batch(tag, plan, warmup_ms=0.0, warmup_min=1)
+        s.recheck(pool, scalable, plans)
+        s.check_threads()
+    except Rejected as r:
+        s.checks.append(r.check)
+        status, reason, message = Status.REJECTED, r.reason, f"{r.check.name}: {r.check.detail.splitlines()[0]}"
+    finally:
+        s.worker.close()
+    return _verdict(task, cand, status, reason, message, s, t0)
+
+
+def _verdict(task: Task, cand: workload.Spec, status: Status, reason: Reason, message: str, s: Session,
+             t0: float) -> Verdict:
+    try:
+        chash = workload.file_hash(cand.path)
+    except OSError:
+        chash = ""
+    return Verdict(status, reason, message, tuple(s.checks), tuple(s.notes), tuple(task.contract.assumptions()),
+                   task.hash, chash, task.target, device_name(task.device), time.perf_counter() - t0)
+

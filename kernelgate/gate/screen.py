@@ -1,0 +1,27 @@
+"""Static screen of candidate source: advisory notes for messages and reviewers, never proof."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PATTERNS = {
+    r"\bthreading\b|\bconcurrent\.futures\b|\bmultiprocessing\b": "starts threads or processes",
+    r"\bgc\.(get_objects|get_referrers)|\binspect\.(stack|currentframe)|sys\._getframe": "inspects the interpreter (gc/frames)",
+    r"\bctypes\b": "uses ctypes",
+    r"\bsys\.modules\b": "reads sys.modules",
+    r"cuda\.Stream\(|torch\.cuda\.stream\(": "uses CUDA streams (work must be joined to the caller's stream)",
+    r"allow_tf32|set_float32_matmul_precision|reduced_precision_reduction": "touches global precision flags",
+    r"\bopen\(|\.write_bytes\(|\.write_text\(|pickle\.dump|torch\.save": "writes or reads files",
+    r"\bCUDAGraph\b|cuda\.graph\(": "captures CUDA graphs (replays must see fresh inputs)",
+    r"\bmanual_seed\(": "sets a random seed",
+    r"\bexcept\b[^\n]*:\s*\n\s*return\s+super\(\)|except[^\n]*:\s*\n[^\n]*\bModel\(": "falls back to the reference in an except branch",
+}
+
+
+def scan(path: str) -> list[str]:
+    """One note per suspicious pattern found in the candidate source."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    return [f"static screen: {what}" for pat, what in PATTERNS.items() if re.search(pat, text)]

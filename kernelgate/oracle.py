@@ -1,0 +1,176 @@
+"""The reference, run only in the judge: fp64 oracle outputs, task-dtype outputs, permitted-precision outputs.
+
+Which lower-precision runs are permitted decides the tolerance (see gate/correctness.py):
+- the task dtype itself (the reference as users run it);
+- on CUDA, convolutions with TF32 operands when `torch.backends.cudnn.allow_tf32` is on (PyTorch's default):
+  the reference's configuration lets cuDNN pick a TF32 algorithm, so whether its own error is 1e-7 or 1e-3
+  depends on algorithm selection, not on the user's intent. We emulate the permitted TF32 rounding so the
+  tolerance does not depend on that luck;
+- whatever the contract declares: tf32 (matmul/conv operands rounded to TF32), bf16 or fp16 (the whole
+  reference run in that dtype).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from .errors import KernelgateError
+from .records import Contract, Reason
+from .workload import Reference
+
+RANDOM_OPS = ("rand", "bernoulli", "normal", "dropout", "multinomial", "exponential", "geometric", "cauchy",
+              "log_normal", "uniform", "poisson")
+MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_dot_product_efficient_attention",
+              "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "convolution",
+              "_convolution", "cudnn_convolution")
+CONV_OPS = ("convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose")
+
+
+def as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def round_tf32(t: torch.Tensor) -> torch.Tensor:
+    """Round fp32 values to TF32 (10 explicit mantissa bits), nearest-even; non-finite values kept."""
+    if t.dtype != torch.float32:
+        return t
+    i = t.contiguous().view(torch.int32).to(torch.int64)
+    bias = ((i >> 13) & 1) + 0xFFF
+    r = ((i + bias) & ~0x1FFF)
+    r = torch.where(r > 0x7FFFFFFF, r - (1 << 32), r).to(torch.int32).view(torch.float32).view(t.shape)
+    return torch.where(torch.isfinite(t), r, t)
+
+
+class _RoundOperands(TorchDispatchMode):
+    """Round the fp32 operands of the listed ops to TF32, as tensor cores do."""
+
+    def __init__(self, ops: tuple[str, ...]):
+        super().__init__()
+        self.ops = set(ops)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in self.ops:
+            args = tree_map(lambda a: round_tf32(a) if isinstance(a, torch.Tensor) else a, args)
+        return func(*args, **(kwargs or {}))
+
+
+class _RecordOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
+    return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+
+
+@dataclass
+class Runs:
+    """Outputs of one trial: oracle G (fp64), reference B (task dtype), and permitted variants by name."""
+
+    oracle: list[torch.Tensor]
+    task: list[torch.Tensor]
+    permitted: dict[str, list[torch.Tensor]]
+
+
+class Oracle:
+    """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
+
+    def __init__(self, ref: Reference, device: str, contract: Contract):
+        self.ref, self.device, self.contract = ref, device, contract
+        self.model = ref.build(seed=0).to(device)
+        self.state0 = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        self.model64 = copy.deepcopy(self.model).to(torch.float64)
+        self.ops: set[str] = set()
+        self.low: dict[str, torch.nn.Module] = {}
+        for fmt, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+            if fmt in contract.precision:
+                self.low[fmt] = copy.deepcopy(self.model).to(dt)
+        self.single = True
+
+    def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(model(*xs))]
+
+    def probe(self, xs: list[Any]) -> list[torch.Tensor]:
+        """First run: record the ops used, check outputs are tensors, detect randomness in forward."""
+        dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
+        rec = _RecordOps()
+        try:
+            torch.manual_seed(1)
+            with torch.no_grad(), rec:
+                raw = self.model(*dev)
+            self.single = not isinstance(raw, (tuple, list))
+            first = [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
+            torch.manual_seed(2)
+            second = self._call(self.model, dev)
+        except Exception as e:  # noqa: BLE001
+            raise KernelgateError(f"the reference's forward failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
+        self.ops = rec.ops
+        for k, o in enumerate(first):
+            if not isinstance(o, torch.Tensor):
+                raise KernelgateError(f"the reference returns {type(o).__name__} as output {k}; only tensors are supported",
+                                      Reason.TASK_LOAD)
+        random_ops = sorted(op for op in self.ops if any(r in op for r in RANDOM_OPS))
+        differs = any(not bit_equal(a, b) for a, b in zip(first, second))
+        if differs:
+            what = f"ops {', '.join(random_ops)}" if random_ops else "outputs differ between two runs on the same inputs"
+            raise KernelgateError(f"the reference's forward is random ({what}); outputs cannot be compared. "
+                                  "Remove the randomness (or pass it in as an input) to verify this task.",
+                                  Reason.RANDOM_TASK)
+        return first
+
+    def permitted_names(self) -> list[str]:
+        names = ["task dtype"]
+        if self._tf32_conv():
+            names.append("tf32 conv (cudnn.allow_tf32)")
+        if "tf32" in self.contract.precision:
+            names.append("tf32 (contract)")
+        names += [f"{f} (contract)" for f in self.low]
+        return names
+
+    def _tf32_conv(self) -> bool:
+        return (self.device.startswith("cuda") and torch.backends.cudnn.allow_tf32
+                and "tf32" not in self.contract.precision and any(op in self.ops for op in CONV_OPS))
+
+    def load(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state, strict=True)
+        self.model64.load_state_dict(state, strict=True)
+        for m in self.low.values():
+            m.load_state_dict(state, strict=True)
+
+    def run(self, xs: list[Any]) -> Runs:
+        dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
+        task = self._call(self.model, dev)
+        oracle = self._call(self.model64, upcast(dev))
+        permitted: dict[str, list[torch.Tensor]] = {"task dtype": task}
+        if self._tf32_conv():
+            with _RoundOperands(CONV_OPS):
+                permitted["tf32 conv (cudnn.allow_tf32)"] = self._call(self.model, dev)
+        if "tf32" in self.contract.precision:
+            with _RoundOperands(MATMUL_OPS):
+                permitted["tf32 (contract)"] = self._call(self.model, dev)
+        for fmt, m in self.low.items():
+            dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
+            permitted[f"{fmt} (contract)"] = self._call(m, upcast(dev, dt))
+        return Runs(oracle, task, permitted)
+
+
+def bit_equal(a: Any, b: Any) -> bool:
+    """Same dtype, shape and bits (NaN equals NaN)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)

@@ -1,0 +1,212 @@
+"""Typed, frozen records that flow through the pipeline: workload, contract, checks, verdicts, timings."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """Outcome of a verify: accepted (exit 0), rejected (exit 1), error = task or usage problem (exit 2)."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    ERROR = "error"
+
+    @property
+    def exit_code(self) -> int:
+        return {Status.ACCEPTED: 0, Status.REJECTED: 1, Status.ERROR: 2}[self]
+
+
+class Reason(str, enum.Enum):
+    """Why a candidate was rejected or a task could not be verified (stable machine-readable codes)."""
+
+    OK = "ok"
+    # candidate side (exit 1)
+    BUILD_ERROR = "build_error"          # import/syntax error, no ModelNew, constructor raised, state_dict mismatch
+    CRASH = "crash"                      # exception in forward, segfault, illegal memory access, OOM
+    EXIT = "exit"                        # candidate called sys.exit / os._exit
+    TIMEOUT = "timeout"                  # build or call exceeded its time limit
+    OUTPUT_LIMIT = "output_limit"        # candidate printed more than allowed
+    OUTPUT_TYPE = "output_type"          # not a plain torch.Tensor (subclass, list, None, ...)
+    SHAPE = "shape"
+    DTYPE = "dtype"
+    DEVICE = "device"
+    STRIDE = "stride"
+    MISMATCH = "mismatch"                # numerical error above tolerance
+    NONFINITE = "nonfinite"              # NaN/Inf positions differ from the oracle
+    INPUT_MUTATED = "input_mutated"
+    ALIASING = "aliasing"
+    THREADS = "threads"                  # thread count or torch thread setting changed
+    FLAGS = "flags"                      # global numerics flags changed
+    TIMER = "timer"                      # timing functions replaced or timing inconsistent with outside clock
+    RECHECK = "recheck"                  # outputs produced in the timed loop were wrong
+    # task side (exit 2)
+    USAGE = "usage"                      # bad path, bad arguments
+    TASK_LOAD = "task_load"              # reference cannot be loaded or run
+    RANDOM_TASK = "random_task"          # reference forward is random
+    DEGENERATE = "degenerate"            # a trivial mutant passes the check
+    NO_DEVICE = "no_device"              # target device not present
+
+
+TASK_REASONS = {Reason.USAGE, Reason.TASK_LOAD, Reason.RANDOM_TASK, Reason.DEGENERATE, Reason.NO_DEVICE}
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Declared input domain for one input: values lie in [low, high]."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Vary:
+    """A dimension that may vary: inputs[i].shape[dim] takes each of `sizes` (all listed inputs together)."""
+
+    inputs: tuple[int, ...]
+    dim: int
+    sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the candidate may assume. Every field in force is printed with the verdict."""
+
+    precision: tuple[str, ...] = ()          # allowed lower precisions: "tf32", "bf16", "fp16"
+    domain: tuple[tuple[int, Domain], ...] = ()  # (input index, Domain)
+    vary: tuple[Vary, ...] = ()
+    inplace: bool = False                    # outputs may alias / inputs may be written
+    strides: bool = True                     # output strides must match the reference's
+
+    def assumptions(self) -> list[str]:
+        """Human-readable list of every assumption in force."""
+        out = [f"precision: fp32-accurate plus {', '.join(self.precision)}" if self.precision
+               else "precision: the reference's own"]
+        out += [f"input {i} in [{d.low:g}, {d.high:g}]" for i, d in self.domain]
+        if not self.domain:
+            out.append("input domain: unrestricted (inputs widened beyond the given generator)")
+        out += [f"inputs {list(v.inputs)} dim {v.dim} takes sizes {list(v.sizes)}" for v in self.vary]
+        out.append("in-place / aliasing allowed" if self.inplace else "no in-place writes, no aliasing")
+        out.append("output strides must match" if self.strides else "output strides free")
+        return out
+
+    def domain_of(self, index: int) -> Domain | None:
+        for i, d in self.domain:
+            if i == index:
+                return d
+        return None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of a verdict: what was checked, and what was measured vs allowed."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Result of `verify`: status, the first failing reason, and every check that ran."""
+
+    status: Status
+    reason: Reason
+    message: str
+    checks: tuple[Check, ...] = ()
+    notes: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    workload_hash: str = ""
+    candidate_hash: str = ""
+    target: str = ""
+    device: str = ""
+    seconds: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        return self.status is Status.ACCEPTED
+
+    @property
+    def exit_code(self) -> int:
+        return self.status.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["reason"] = self.reason.value
+        return d
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Samples (ms) of one implementation, from inside its process and from the judge's clock."""
+
+    label: str
+    samples_ms: tuple[float, ...]
+    wall_ms_per_iter: float            # judge-side clock, includes per-iteration harness overhead
+    median_ms: float
+    spread: float                      # relative semi-interquartile range
+    kind: str = "eager"                # eager | compile | candidate
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["samples_ms"] = list(self.samples_ms)
+        return d
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Speedup of a candidate over the faster baseline, with a bootstrap confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+    threshold: float                   # lower bound must exceed this to claim a speedup
+    claimed: bool
+    flagged: bool = False              # implausibly large: needs review, not counted
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    label: str
+    timing: Timing | None
+    verdict: Verdict | None = None
+    speedup: Speedup | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "timing": self.timing.to_json() if self.timing else None,
+            "verdict": self.verdict.to_json() if self.verdict else None,
+            "speedup": self.speedup.to_json() if self.speedup else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    workload: str
+    target: str
+    device: str
+    baseline: str                       # label of the faster baseline
+    rows: tuple[BenchRow, ...]
+    conditions: dict[str, Any] = field(default_factory=dict)
+    status: Status = Status.ACCEPTED
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return self.status.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "target": self.target, "device": self.device,
+            "baseline": self.baseline, "rows": [r.to_json() for r in self.rows],
+            "conditions": self.conditions, "status": self.status.value, "message": self.message,
+        }

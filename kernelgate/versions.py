@@ -1,0 +1,38 @@
+"""Software and hardware conditions recorded with every result."""
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+import sys
+
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def software() -> dict[str, str | None]:
+    try:
+        import triton  # noqa: PLC0415
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {"torch": torch.__version__, "triton": triton_version, "python": sys.version.split()[0],
+            "cuda": torch.version.cuda, "platform": platform.platform()}
+
+
+def conditions(device: str) -> dict[str, object]:
+    """GPU (name, driver), versions, and the command line."""
+    out: dict[str, object] = dict(software())
+    out["device"] = device
+    out["command"] = " ".join(sys.argv)
+    if device.startswith("cuda") and torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name()
+        try:
+            out["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out["driver"] = None
+    else:
+        out["cpu"] = platform.processor() or platform.machine()
+        out["threads"] = torch.get_num_threads()
+    return out

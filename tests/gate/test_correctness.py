@@ -1,0 +1,77 @@
+import math
+
+import torch
+
+from kernelgate.gate import correctness
+from kernelgate.records import Reason
+
+
+def _runs(n=1000, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(64, n, generator=g, dtype=torch.float64)
+    w = torch.randn(n, 32, generator=g, dtype=torch.float64)
+    oracle = a @ w
+    task = (a.float() @ w.float())
+    return a, w, oracle, task
+
+
+def test_fp32_matmul_accepts_other_summation_order_and_rejects_bf16():
+    a, w, g, b = _runs()
+    tol = correctness.derive(g, {"task dtype": b}, torch.float32)
+    chunked = sum(a[:, k:k + 100].float() @ w[k:k + 100].float() for k in range(0, 1000, 100))
+    assert correctness.compare(chunked, g, b, tol, "t").ok
+    bf16 = (a.bfloat16() @ w.bfloat16()).float()
+    chk = correctness.compare(bf16, g, b, tol, "t")
+    assert not chk.ok and "error too large" in chk.detail
+
+
+def test_tolerance_has_floor_for_exact_ops():
+    x = torch.randn(100, dtype=torch.float64)
+    g = torch.relu(x)
+    b = torch.relu(x.float())
+    tol = correctness.derive(g, {"task dtype": b}, torch.float32)
+    assert tol.max_abs > 0          # floor from unit roundoff even though the reference is exact
+    assert tol.max_abs < 1e-5
+    assert not correctness.compare(torch.zeros_like(b), g, b, tol, "t").ok
+
+
+def test_nan_positions_must_match_and_nan_is_no_wildcard():
+    g = torch.tensor([1.0, float("nan"), 3.0], dtype=torch.float64)
+    b = g.float()
+    tol = correctness.derive(g, {"task dtype": b}, torch.float32)
+    assert correctness.compare(b.clone(), g, b, tol, "t").ok
+    assert not correctness.compare(torch.tensor([1.0, 2.0, 3.0]), g, b, tol, "t").ok      # NaN dropped
+    assert not correctness.compare(torch.tensor([float("nan")] * 3), g, b, tol, "t").ok   # NaN everywhere
+
+
+def test_overflow_of_the_task_dtype_is_tolerated_only_where_the_reference_overflows():
+    g = torch.tensor([1e39, 1.0], dtype=torch.float64)
+    b = g.float()                                   # inf, 1.0
+    tol = correctness.derive(g, {"task dtype": b}, torch.float32)
+    assert correctness.compare(b.clone(), g, b, tol, "t").ok
+    assert not correctness.compare(torch.tensor([math.inf, math.inf]), g, b, tol, "t").ok
+
+
+def test_integer_outputs_are_exact():
+    g = torch.tensor([1, 2, 3])
+    tol = correctness.derive(g, {"task dtype": g}, torch.int64)
+    assert tol.exact
+    assert correctness.compare(g.clone(), g, g, tol, "t").ok
+    assert not correctness.compare(torch.tensor([1, 2, 4]), g, g, tol, "t").ok
+
+
+def test_metadata_checks_dtype_shape_strides():
+    ref = torch.zeros(4, 3)
+    meta = {"dtype": "torch.float32", "shape": [4, 3], "stride": [3, 1], "device": "cpu", "aliased": False}
+    assert correctness.check_meta(meta, ref, "cpu", True, "o") is None
+    assert correctness.check_meta({**meta, "dtype": "torch.float64"}, ref, "cpu", True, "o")[0] is Reason.DTYPE
+    assert correctness.check_meta({**meta, "shape": [3, 4]}, ref, "cpu", True, "o")[0] is Reason.SHAPE
+    assert correctness.check_meta({**meta, "stride": [1, 4]}, ref, "cpu", True, "o")[0] is Reason.STRIDE
+    assert correctness.check_meta({**meta, "stride": [1, 4]}, ref, "cpu", False, "o") is None
+    assert correctness.check_meta({**meta, "device": "cuda:0"}, ref, "cpu", True, "o")[0] is Reason.DEVICE
+
+
+def test_unit_roundoff_table():
+    assert correctness.unit_roundoff(torch.float32) == 2.0 ** -24
+    assert correctness.unit_roundoff(torch.bfloat16) == 2.0 ** -8
+    assert correctness.unit_roundoff(torch.int32) == 0.0

@@ -1,0 +1,49 @@
+import random
+
+from kernelgate.gate import timing
+from kernelgate.records import Timing
+
+
+def _t(label, samples, wall=None):
+    return timing.summarize(label, samples, wall if wall is not None else sum(samples) / len(samples) + 0.1, label)
+
+
+def test_summary_median_and_spread():
+    t = _t("a", [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert t.median_ms == 3.0
+    assert abs(t.spread - (4.0 - 2.0) / 6.0) < 1e-12
+
+
+def test_speedup_claimed_only_when_lower_bound_clears_threshold():
+    rng = random.Random(0)
+    base = _t("b", [10 + rng.gauss(0, 0.05) for _ in range(100)])
+    fast = _t("c", [5 + rng.gauss(0, 0.025) for _ in range(100)])
+    same = _t("d", [10 + rng.gauss(0, 0.05) for _ in range(100)])
+    s = timing.speedup(base, fast)
+    assert 1.9 < s.low < s.ratio < s.high < 2.1 and s.claimed
+    n = timing.speedup(base, same)
+    assert not n.claimed and n.low < 1.02
+
+
+def test_speedup_flags_implausible_ratios():
+    base = _t("b", [10.0] * 20 + [10.1] * 20)
+    cand = _t("c", [1.0] * 20 + [1.01] * 20)
+    assert timing.speedup(base, cand).flagged
+
+
+def test_clock_mismatch_detects_hidden_work():
+    base = _t("b", [1.0] * 10, wall=1.2)
+    honest = _t("c", [0.5] * 10, wall=0.7)
+    faked = _t("f", [0.1] * 10, wall=1.2)        # samples say 0.1 ms, the outside clock saw 1.2
+    impossible = _t("i", [2.0] * 10, wall=1.0)
+    assert timing.clock_mismatch(base, honest) == ""
+    assert "unaccounted" in timing.clock_mismatch(base, faked)
+    assert "exceed" in timing.clock_mismatch(base, impossible)
+
+
+def test_plans_are_recorded_by_tag():
+    plans = timing.Plans(random.Random(1), 4, {})
+    tag0, plan = plans.new(5)
+    tag1, _ = plans.new(3)
+    assert tag0 == 0 and tag1 == 5 and plans.by_tag[2] == plan[2]
+    assert all(0 <= j < 4 and timing.SCALE_RANGE[0] <= s <= timing.SCALE_RANGE[1] for j, s in plan)

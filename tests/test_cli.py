@@ -1,0 +1,154 @@
+"""The CLI as a user drives it: exit codes, JSON, messages for bad input, and the store."""
+import json
+
+import pytest
+
+from kernelgate.cli import main
+
+REF = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+    def forward(self, x):
+        return torch.softmax(self.ln(x), dim=-1)
+def get_inputs():
+    return [torch.randn(16, 64)]
+def get_init_inputs():
+    return [64]
+"""
+GOOD = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+    def forward(self, x):
+        y = self.ln(x)
+        return torch.exp(y - torch.logsumexp(y, dim=-1, keepdim=True))
+"""
+IGNORES_LN_PARAMS = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+    def forward(self, x):
+        y = torch.nn.functional.layer_norm(x, x.shape[-1:])   # assumes weight=1, bias=0
+        return torch.softmax(y, dim=-1)
+"""
+
+
+def returning(expr: str) -> str:
+    return GOOD.replace("y = self.ln(x)\n        return torch.exp(y - torch.logsumexp(y, dim=-1, keepdim=True))",
+                        f"return {expr}")
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_verify_accepts_with_exit_0_and_json(write, capsys):
+    ref, cand = write("ref.py", REF), write("cand.py", GOOD)
+    rc, out, _ = run(capsys, "verify", ref, cand, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["status"] == "accepted" and doc["reason"] == "ok"
+    names = [c["name"] for c in doc["checks"]]
+    assert "task admission" in names and "timed-loop re-check" in names and any(n.startswith("trial 8") for n in names)
+    assert doc["assumptions"] and doc["workload_hash"] and doc["candidate_hash"]
+
+
+def test_verify_rejects_reliance_on_default_init_with_exit_1(write, capsys):
+    rc, out, _ = run(capsys, "verify", write("ref.py", REF), write("cand.py", IGNORES_LN_PARAMS))
+    assert rc == 1
+    assert out.startswith("REJECTED  (mismatch)") and "perturbed params" in out
+
+
+def test_runs_lists_results(write, capsys):
+    ref = write("ref.py", REF)
+    run(capsys, "verify", ref, write("cand.py", GOOD))
+    run(capsys, "verify", ref, write("bad.py", IGNORES_LN_PARAMS))
+    rc, out, _ = run(capsys, "runs", "--json")
+    rows = json.loads(out)
+    assert rc == 0 and [r["status"] for r in rows] == ["rejected", "accepted"]
+    rc, out, _ = run(capsys, "runs")
+    assert "bad.py" in out and "cand.py" in out
+
+
+@pytest.mark.parametrize("ref_text, cand_text, code, reason, words", [
+    (None, GOOD, 2, "usage", "no such file"),
+    ("import torch\n", GOOD, 2, "task_load", "no nn.Module class 'Model'"),
+    (REF, "def oops(:\n", 1, "build_error", "syntax error"),
+    (REF, "import torch\nclass Other(torch.nn.Module):\n    pass\n", 1, "build_error", "no nn.Module class 'ModelNew'"),
+    (REF, GOOD.replace("super().__init__()", "super().__init__(); raise ValueError('bad arg')"), 1, "build_error",
+     "constructing ModelNew failed: ValueError: bad arg"),
+    (REF, returning("torch.softmax(self.ln(x), dim=-1)[:8]"), 1, "shape", "shape [8, 64], expected [16, 64]"),
+    (REF, returning("(torch.softmax(self.ln(x), dim=-1),)"), 1, "output_type", "expected one tensor"),
+    (REF, returning("torch.softmax(self.ln(x), dim=-1).sum().item()"), 1, "output_type", "float"),
+    (REF, returning("torch.softmax(self.ln(x), dim=-1).double()"), 1, "dtype", "dtype torch.float64"),
+    (REF.replace("torch.softmax(self.ln(x), dim=-1)", "torch.nn.functional.dropout(x, 0.5, training=True)"), GOOD, 2,
+     "random_task", "random"),
+])
+def test_bad_input_gives_clear_message_and_documented_exit_code(write, capsys, ref_text, cand_text, code, reason, words):
+    ref = write("ref.py", ref_text) if ref_text is not None else "missing_ref.py"
+    rc, out, err = run(capsys, "verify", ref, write("cand.py", cand_text), "--json")
+    doc = json.loads(out)
+    assert rc == code, doc
+    assert doc["reason"] == reason
+    assert words in doc["message"] or any(words in c["detail"] for c in doc.get("checks", []))
+
+
+def test_missing_candidate_is_a_usage_error(write, capsys):
+    rc, _, err = run(capsys, "verify", write("ref.py", REF), "nope.py")
+    assert rc == 2 and "no such candidate file" in err
+
+
+def test_never_returning_candidate_times_out(write, capsys):
+    hang = GOOD.replace("y = self.ln(x)", "import time\n        while True: time.sleep(0.1)")
+    rc, out, _ = run(capsys, "verify", write("ref.py", REF), write("cand.py", hang), "--call-timeout", "3", "--json")
+    doc = json.loads(out)
+    assert rc == 1 and doc["reason"] == "timeout" and "did not finish within 3 s" in doc["message"]
+
+
+def test_degenerate_task_is_refused(write, capsys):
+    ref = REF.replace("torch.softmax(self.ln(x), dim=-1)", "(x - x.mean(dim=-1, keepdim=True)).sum(dim=-1)")
+    cand = GOOD.replace("y = self.ln(x)\n        return torch.exp(y - torch.logsumexp(y, dim=-1, keepdim=True))",
+                        "return torch.zeros(x.shape[0])")
+    rc, out, _ = run(capsys, "verify", write("ref.py", ref), write("cand.py", cand), "--json")
+    doc = json.loads(out)
+    assert rc == 2 and doc["reason"] == "degenerate" and "mutant passes" in doc["message"]
+
+
+def test_bench_table_and_json(write, capsys):
+    ref, cand = write("ref.py", REF), write("cand.py", GOOD)
+    rc, out, _ = run(capsys, "bench", ref, cand, "--baselines", "eager", "--rounds", "3", "--iters", "5",
+                     "--warmup-ms", "20", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["baseline"] == "eager"
+    labels = [r["label"] for r in doc["rows"]]
+    assert labels == ["eager", "cand"]
+    row = doc["rows"][1]
+    assert len(row["timing"]["samples_ms"]) == 15 and row["speedup"]["low"] <= row["speedup"]["ratio"] <= row["speedup"]["high"]
+    assert doc["conditions"]["torch"]
+
+
+def test_bench_lists_rejected_candidates_without_timing(write, capsys):
+    rc, out, _ = run(capsys, "bench", write("ref.py", REF), write("bad.py", IGNORES_LN_PARAMS), "--baselines", "eager",
+                     "--rounds", "2", "--iters", "3", "--warmup-ms", "10")
+    assert rc == 1 and "mismatch" in out and "eager" in out
+
+
+def test_unknown_target_and_missing_gpu(write, capsys):
+    ref, cand = write("ref.py", REF), write("cand.py", GOOD)
+    rc, _, err = run(capsys, "verify", ref, cand, "--target", "tpu")
+    assert rc == 2 and "unknown target" in err
+    import torch
+    if not torch.cuda.is_available():
+        rc, out, _ = run(capsys, "verify", ref, cand, "--target", "cuda", "--json")
+        assert rc == 2 and json.loads(out)["reason"] == "no_device"
