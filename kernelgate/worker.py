@@ -99,13 +99,11 @@ class Harness:
         timers = timer_ids()
         mods = []
         if self.ref_path:
+            base = os.path.basename(self.ref_path)
             for m in list(sys.modules.values()):
                 f = getattr(m, "__file__", None)
-                try:
-                    if f and Path(f).resolve() == Path(self.ref_path):
-                        mods.append(m.__name__)
-                except (OSError, ValueError):
-                    pass
+                if isinstance(f, str) and os.path.basename(f) == base and os.path.realpath(f) == self.ref_path:
+                    mods.append(m.__name__)
         return {
             "flags_changed": {k: [self.flags0[k], v] for k, v in flags.items() if self.flags0[k] != v},
             "timers_changed": sorted(k for k, v in timers.items() if self.timers0.get(k) != v),
@@ -191,14 +189,19 @@ class Harness:
         self.scalable = msg["scalable"]
         return {"ok": True}
 
+    def _make(self, j: int, s: float) -> list[Any]:
+        return timing.scaled(self.pool[j], s, self.scalable)
+
+    def op_warmup(self, msg: dict) -> dict:
+        n = timing.warm_up(self.model, self._make, msg["plan"], self.device, msg["warmup_ms"], msg["warmup_min"])
+        return {"ok": True, "calls": n, "observations": self.observations()}
+
     def op_time(self, msg: dict) -> dict:
         """One timed batch (gate/timing.py); outputs are reservoir-sampled for re-checking."""
         assert self.model is not None
         keep_bytes = msg.get("keep_bytes", 256 << 20)
-        samples = timing.timed_loop(
-            self.model, lambda j, s: timing.scaled(self.pool[j], s, self.scalable), msg["plan"], self.device,
-            msg.get("flush_bytes", 0), msg.get("warmup_ms", 0.0), msg.get("warmup_min", 1),
-            lambda tag, out: self.retain(tag, out, keep_bytes), msg["tag"])
+        samples = timing.timed_loop(self.model, self._make, msg["plan"], self.device, msg.get("flush_bytes", 0),
+                                    lambda tag, out: self.retain(tag, out, keep_bytes), msg["tag"])
         return {"ok": True, "samples_ms": samples, "observations": self.observations()}
 
     def retain(self, tag: int, out: Any, keep_bytes: int) -> None:

@@ -130,7 +130,7 @@ def test_bench_table_and_json(write, capsys):
     rc, out, _ = run(capsys, "bench", ref, cand, "--baselines", "eager", "--rounds", "3", "--iters", "5",
                      "--warmup-ms", "20", "--json")
     doc = json.loads(out)
-    assert rc == 0 and doc["baseline"] == "eager"
+    assert rc == 0 and doc["baseline"] == "eager", [r["note"] for r in doc["rows"]]
     labels = [r["label"] for r in doc["rows"]]
     assert labels == ["eager", "cand"]
     row = doc["rows"][1]

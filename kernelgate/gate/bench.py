@@ -110,7 +110,10 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     for label, s in list(live.items()):
         try:
             s.send_pool(pool, scalable)
+            s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, 3)
         except Rejected as r:
+            if label in BASELINES:
+                raise
             drop(label, r)
     rounds = 0
     while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(v) for v in samples.values()) < tcfg.min_total_ms):
@@ -119,8 +122,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         for label in order[k:] + order[:k]:          # rotate who goes first
             tag, plan = plans.new(tcfg.iters)
             try:
-                got, wall = live[label].time_batch(tag, plan, tcfg.warmup_ms if rounds == 0 else 0.0,
-                                                   3 if rounds == 0 else 1)
+                got, wall = live[label].time_batch(tag, plan)
             except Rejected as r:
                 if label in BASELINES:
                     raise

@@ -227,12 +227,16 @@ class Session:
     def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
         self.request({"op": "pool", "pool": pool, "scalable": scalable}, self.cfg.call_timeout, "input pool")
 
-    def time_batch(self, tag: int, plan: list, warmup_ms: float, warmup_min: int) -> tuple[list[float], float]:
+    def warm_up(self, plan: list, warmup_ms: float, warmup_min: int) -> None:
+        """Warm-up by time, in its own request so the judge's clock on timed batches excludes it."""
+        self.request({"op": "warmup", "plan": plan, "warmup_ms": warmup_ms, "warmup_min": warmup_min},
+                     self.cfg.call_timeout + warmup_ms / 1e3, "warm-up")
+
+    def time_batch(self, tag: int, plan: list) -> tuple[list[float], float]:
         """One timed batch in the worker; returns its samples and the judge's wall ms per iteration."""
-        msg = {"op": "time", "tag": tag, "plan": plan, "flush_bytes": timing.flush_bytes(self.task.device),
-               "warmup_ms": warmup_ms, "warmup_min": warmup_min}
+        msg = {"op": "time", "tag": tag, "plan": plan, "flush_bytes": timing.flush_bytes(self.task.device)}
         t0 = time.perf_counter()
-        reply = self.request(msg, self.cfg.call_timeout + warmup_ms / 1e3, "timed loop")
+        reply = self.request(msg, self.cfg.call_timeout, "timed loop")
         wall = (time.perf_counter() - t0) * 1e3
         return reply["samples_ms"], wall / len(plan)
 
@@ -297,7 +301,8 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
         s.send_pool(pool, scalable)
         plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
         tag, plan = plans.new(cfg.recheck_iters)
-        s.time_batch(tag, plan, warmup_ms=0.0, warmup_min=1)
+        s.warm_up(plan, warmup_ms=0.0, warmup_min=1)
+        s.time_batch(tag, plan)
         s.recheck(pool, scalable, plans)
         s.check_threads()
     except Rejected as r:

@@ -31,13 +31,10 @@ IMPLAUSIBLE = 3.0                    # speedups above this are flagged for revie
 
 # ------------------------------------------------------------------ worker side
 
-def timed_loop(model: Callable, make: Callable[[int, float], list[Any]], plan: list, device: str,
-               flush_bytes: int, warmup_ms: float, warmup_min: int,
-               retain: Callable[[int, Any], None], tag0: int) -> list[float]:
-    """Run the plan [(pool index, scale), ...] and return one sample (ms) per iteration."""
-    cuda = device.startswith("cuda")
-    sync = _CUDA_SYNC if cuda else (lambda: None)
-    flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.float32, device=device)
+def warm_up(model: Callable, make: Callable[[int, float], list[Any]], plan: list, device: str,
+            warmup_ms: float, warmup_min: int) -> int:
+    """Run until `warmup_ms` have passed and at least `warmup_min` calls were made (clocks ramp up, caches fill)."""
+    sync = _CUDA_SYNC if device.startswith("cuda") else (lambda: None)
     with torch.no_grad():
         t_end = _monotonic() + warmup_ms / 1e3
         i = 0
@@ -46,7 +43,16 @@ def timed_loop(model: Callable, make: Callable[[int, float], list[Any]], plan: l
             model(*make(j, s))
             sync()
             i += 1
-        samples = []
+    return i
+
+
+def timed_loop(model: Callable, make: Callable[[int, float], list[Any]], plan: list, device: str,
+               flush_bytes: int, retain: Callable[[int, Any], None], tag0: int) -> list[float]:
+    """Run the plan [(pool index, scale), ...] and return one sample (ms) per iteration."""
+    cuda = device.startswith("cuda")
+    flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.float32, device=device)
+    samples = []
+    with torch.no_grad():
         for index, (j, s) in enumerate(plan):
             xs = make(j, s)
             flush.zero_()
