@@ -152,3 +152,32 @@ def test_unknown_target_and_missing_gpu(write, capsys):
     if not torch.cuda.is_available():
         rc, out, _ = run(capsys, "verify", ref, cand, "--target", "cuda", "--json")
         assert rc == 2 and json.loads(out)["reason"] == "no_device"
+
+
+SLOW_REF = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        rows = [torch.cumsum(x[i], dim=0) for i in range(x.shape[0])]   # one small op per row: slow
+        return torch.stack(rows)
+def get_inputs():
+    return [torch.randn(512, 64)]
+def get_init_inputs():
+    return []
+"""
+FAST_CAND = """
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=1)
+"""
+
+
+def test_bench_claims_and_flags_an_implausibly_large_speedup(write, capsys):
+    """Row 14: a >3x speedup is reported, claimed only with a clear CI, and flagged for review."""
+    rc, out, _ = run(capsys, "bench", write("ref.py", SLOW_REF), write("fast.py", FAST_CAND), "--baselines", "eager",
+                     "--rounds", "3", "--iters", "5", "--warmup-ms", "20", "--json")
+    doc = json.loads(out)
+    row = doc["rows"][1]
+    assert rc == 0 and row["speedup"]["ratio"] > 3
+    assert row["speedup"]["claimed"] and row["speedup"]["flagged"] and "flagged for review" in row["note"]
