@@ -1,6 +1,9 @@
 """Python entry points: verify(), bench(), runs(). The CLI is a thin layer over these."""
 from __future__ import annotations
 
+import json
+import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -10,7 +13,7 @@ from .config import GateConfig, TimingConfig, gate_config
 from .errors import KernelgateError
 from .gate import bench as bench_mod
 from .gate.judge import judge, prepare
-from .records import BenchResult, Contract, Status, Verdict
+from .records import BenchResult, Contract, Reason, Status, Verdict
 from .store import Row, Store
 
 
@@ -70,4 +73,81 @@ def _store(store: Store | str | None) -> Store:
     return store if isinstance(store, Store) else Store(store)
 
 
-__all__ = ["verify", "bench", "runs", "Status", "Verdict", "BenchResult"]
+
+
+def parse_budget(text: str | float | int) -> float:
+    """'90', '90s', '5m', '1h' -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        return float(t[:-1]) * mult if mult else float(t)
+    except ValueError as e:
+        raise KernelgateError(f"--budget takes seconds or a number with s/m/h, got '{text}'") from e
+
+
+def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
+             out: str = "out", seed: int = 0, resume: bool = False, contract: Contract | str | None = None,
+             inputs: str | None = None, config: GateConfig | None = None, store: Store | str | None = None,
+             progress: Callable[[str], None] | None = None, search_config=None):
+    """Search for a faster verified implementation; write optimized.py, report.md/html, reproduce.sh, result.json."""
+    from . import emit as emit_mod
+    from . import report as report_mod
+    from .search import Budget, OutOfBudget, Search, SearchConfig, finalize
+
+    say = progress or (lambda m: None)
+    seconds = parse_budget(budget)
+    spec = workload.Spec.parse(model, workload.REFERENCE_CLASS, inputs)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    st = _store(store)
+    t0 = time.monotonic()
+    task = prepare(spec, target, _contract(contract))
+    if not task.admission.ok:
+        raise KernelgateError(task.admission.detail, Reason.DEGENERATE)
+    run_file = out_dir / "run.json"
+    run = {"run_id": uuid.uuid4().hex[:12], "seed": seed, "workload_hash": task.hash, "target": target}
+    if resume:
+        if not run_file.exists():
+            raise KernelgateError(f"--resume: {run_file} not found; run without --resume first")
+        old = json.loads(run_file.read_text())
+        if old.get("workload_hash") != task.hash or old.get("target") != target:
+            raise KernelgateError("--resume: the workload or target differs from the interrupted run's")
+        run = old
+        say(f"resuming run {run['run_id']}: {len(st.evaluations(run['run_id']))} candidates already evaluated")
+    run_file.write_text(json.dumps(run, indent=1))
+    cfg = config or gate_config()
+    scfg = search_config or SearchConfig()
+    search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
+                    int(run["seed"]), cfg, scfg, st, say)
+    try:
+        search.run()
+    except OutOfBudget:
+        say("budget spent")
+    except RuntimeError as e:
+        raise KernelgateError(str(e), Reason.TASK_LOAD) from e
+    finally:
+        search.close()
+    if not search.timings:
+        raise KernelgateError(f"the budget ({seconds:g} s) is too small even for the baselines")
+    result = finalize(search, out_dir / "candidates", scfg.final_timing)
+    ref_source = Path(spec.path).read_text()
+    (out_dir / "reference.py").write_text(ref_source)
+    if result.best is not None:
+        src, strategy = result.best.candidate.source, result.best.candidate.strategy
+    else:
+        src, strategy = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind), \
+            f"baseline ({result.baseline_kind})"
+    emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
+    doc = result.to_json()
+    doc["run_id"] = run["run_id"]
+    (out_dir / "result.json").write_text(json.dumps(doc, indent=1))
+    t = "cuda" if task.device.startswith("cuda") else "cpu"
+    report_mod.write_report(doc, out_dir, reproduce_cmds={
+        "verify the emitted module against the reference": f"kernelgate verify reference.py optimized.py --target {t}",
+        "time it against eager and torch.compile": f"kernelgate bench reference.py optimized.py --target {t}",
+    })
+    st.add("optimize", spec.path, task.hash, str((out_dir / "optimized.py").resolve()), None, target, result.device,
+           "accepted", None, f"{result.speedup:.3f}x ({doc['best_strategy']})", doc)
+    return result

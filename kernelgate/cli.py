@@ -52,6 +52,15 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--baselines", default="eager,compile", help="comma list of eager,compile")
     _contract_args(b)
     _common(b)
+    o = sub.add_parser("optimize", help="search for a faster verified implementation")
+    o.add_argument("model", help="workload: file.py (class Model) or file.py:Class")
+    o.add_argument("--budget", default="5m", help="wall-time budget: seconds, or 90s / 5m / 1h (default 5m)")
+    o.add_argument("--max-candidates", type=int, default=64)
+    o.add_argument("--out", default="out", help="output directory (default out/)")
+    o.add_argument("--seed", type=int, default=0, help="search seed (proposal order)")
+    o.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    _contract_args(o)
+    _common(o)
     r = sub.add_parser("runs", help="recent results from the store")
     r.add_argument("--limit", type=int, default=20)
     _common(r)
@@ -146,6 +155,25 @@ def format_bench(res: BenchResult) -> str:
     return "\n".join(lines)
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    progress = (lambda m: print(m, file=sys.stderr, flush=True))
+    res = api.optimize(args.model, target=args.target, budget=args.budget, max_candidates=args.max_candidates,
+                       out=args.out, seed=args.seed, resume=args.resume, contract=_contract(args),
+                       inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
+                       progress=None if args.json else progress)
+    doc = res.to_json()
+    if args.json:
+        print(json.dumps({k: v for k, v in doc.items() if k != "evaluations"}, indent=1))
+        return 0
+    ci = doc["speedup_ci"]
+    print(f"best: {doc['best_strategy']}  {doc['best_ms']:.4g} ms vs {doc['baseline_kind']} {doc['baseline_ms']:.4g} ms"
+          f"  -> {doc['speedup']:.3f}x (95% CI [{ci[0]:.3f}, {ci[1]:.3f}])"
+          + ("" if doc["speedup_claimed"] else "  no claimable speedup: the baseline is kept"))
+    print(f"{doc['candidates']} candidates, {doc['accepted']} accepted, {doc['seconds']:.0f} s; "
+          f"wrote {args.out}/optimized.py, report.md, report.html, reproduce.sh, result.json")
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     rows = [r for r in api.runs(args.limit * 10 if args.target != "cpu" else args.limit, store=args.store)]
     if args.target and args.target != "any":
@@ -163,4 +191,4 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "runs": cmd_runs}
+COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs}

@@ -138,6 +138,13 @@ class Verdict:
         d["reason"] = self.reason.value
         return d
 
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Verdict":
+        return Verdict(Status(d["status"]), Reason(d["reason"]), d["message"],
+                       tuple(Check(**c) for c in d.get("checks", ())), tuple(d.get("notes", ())),
+                       tuple(d.get("assumptions", ())), d.get("workload_hash", ""), d.get("candidate_hash", ""),
+                       d.get("target", ""), d.get("device", ""), d.get("seconds", 0.0))
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -155,6 +162,10 @@ class Timing:
         d["samples_ms"] = list(self.samples_ms)
         return d
 
+    @staticmethod
+    def from_json(d: dict[str, Any] | None) -> "Timing | None":
+        return None if d is None else Timing(**{**d, "samples_ms": tuple(d["samples_ms"])})
+
 
 @dataclass(frozen=True)
 class Speedup:
@@ -169,6 +180,10 @@ class Speedup:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any] | None) -> "Speedup | None":
+        return None if d is None else Speedup(**d)
 
 
 @dataclass(frozen=True)
@@ -209,4 +224,98 @@ class BenchResult:
             "workload": self.workload, "target": self.target, "device": self.device,
             "baseline": self.baseline, "rows": [r.to_json() for r in self.rows],
             "conditions": self.conditions, "status": self.status.value, "message": self.message,
+        }
+
+
+# ------------------------------------------------------------------ optimize (search) records
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed implementation: full Python source defining `ModelNew`, and where it came from."""
+
+    id: str                            # content hash of `source`
+    strategy: str                      # e.g. "runtime:cudagraph", "rewrite:avgpool-as-conv", "triton:row-softmax"
+    source: str
+    parent: str | None = None          # id of the candidate it refines
+    params: tuple[tuple[str, Any], ...] = ()
+    language: str = "torch"            # torch | triton | cpp | cuda
+    generation: int = 0
+    proposer: str = "library"          # library | llm | human
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["params"] = dict(self.params)
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Candidate":
+        return Candidate(**{**d, "params": tuple(sorted(d.get("params", {}).items()))})
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One candidate through the gate: its verdict, and (if accepted) its timing against the baseline."""
+
+    candidate: Candidate
+    verdict: Verdict
+    timing: Timing | None = None
+    baseline: Timing | None = None     # the baseline measured interleaved with it
+    speedup: Speedup | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict.accepted
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidate": self.candidate.to_json(), "verdict": self.verdict.to_json(),
+                "timing": self.timing.to_json() if self.timing else None,
+                "baseline": self.baseline.to_json() if self.baseline else None,
+                "speedup": self.speedup.to_json() if self.speedup else None}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Evaluation":
+        return Evaluation(Candidate.from_json(d["candidate"]), Verdict.from_json(d["verdict"]),
+                          Timing.from_json(d.get("timing")), Timing.from_json(d.get("baseline")),
+                          Speedup.from_json(d.get("speedup")))
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What `optimize` produced: baselines, every evaluation in order, and the best verified candidate."""
+
+    workload: str
+    target: str
+    device: str
+    baseline_kind: str                 # eager | compile (the faster)
+    baseline_ms: float
+    eager: Timing | None
+    compiled: Timing | None
+    best: Evaluation | None            # None: no candidate beat the baseline; the baseline is kept
+    final: Speedup | None              # best vs faster baseline, re-measured side by side at the end
+    best_ms: float
+    evaluations: tuple[Evaluation, ...]
+    conditions: dict[str, Any]
+    contract: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_ms / self.best_ms if self.best_ms > 0 else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "target": self.target, "device": self.device,
+            "baseline_kind": self.baseline_kind, "baseline_ms": self.baseline_ms, "best_ms": self.best_ms,
+            "speedup": self.speedup,
+            "speedup_ci": [self.final.low, self.final.high] if self.final else [1.0, 1.0],
+            "speedup_claimed": bool(self.final and self.final.claimed),
+            "best_strategy": self.best.candidate.strategy if self.best else "baseline:" + self.baseline_kind,
+            "candidates": len(self.evaluations),
+            "accepted": sum(1 for e in self.evaluations if e.accepted),
+            "eager": self.eager.to_json() if self.eager else None,
+            "compile": self.compiled.to_json() if self.compiled else None,
+            "evaluations": [e.to_json() for e in self.evaluations],
+            "conditions": self.conditions, "contract": list(self.contract), "notes": list(self.notes),
+            "seconds": self.seconds,
         }

@@ -30,6 +30,21 @@ CREATE TABLE IF NOT EXISTS results (
     payload TEXT NOT NULL             -- the full JSON document
 );
 CREATE INDEX IF NOT EXISTS results_key ON results (workload_hash, candidate_hash, target, device);
+CREATE TABLE IF NOT EXISTS candidates (
+    run_id TEXT NOT NULL,             -- one optimize run (its out/ directory holds the id)
+    seq INTEGER NOT NULL,             -- evaluation order within the run
+    candidate_id TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    parent TEXT,
+    generation INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    median_ms REAL,
+    speedup REAL,
+    payload TEXT NOT NULL,            -- Evaluation.to_json()
+    created REAL NOT NULL,
+    PRIMARY KEY (run_id, candidate_id)
+);
 """
 
 
@@ -87,6 +102,24 @@ class Store:
         with self._connect() as db:
             r = db.execute("SELECT payload FROM results WHERE id = ?", (row_id,)).fetchone()
         return json.loads(r[0]) if r else None
+
+    def add_evaluation(self, run_id: str, evaluation: Any) -> None:
+        """Record one evaluated candidate of an optimize run (idempotent per candidate)."""
+        e = evaluation
+        with self._connect() as db:
+            seq = db.execute("SELECT COUNT(*) FROM candidates WHERE run_id = ?", (run_id,)).fetchone()[0]
+            db.execute(
+                "INSERT OR REPLACE INTO candidates (run_id, seq, candidate_id, strategy, parent, generation, status,"
+                " reason, median_ms, speedup, payload, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, seq, e.candidate.id, e.candidate.strategy, e.candidate.parent, e.candidate.generation,
+                 e.verdict.status.value, e.verdict.reason.value, e.timing.median_ms if e.timing else None,
+                 e.speedup.ratio if e.speedup else None, json.dumps(e.to_json()), time.time()))
+
+    def evaluations(self, run_id: str) -> list[dict[str, Any]]:
+        """Evaluations of a run in the order they were made (Evaluation.to_json() documents)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT payload FROM candidates WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+        return [json.loads(r[0]) for r in rows]
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.recent(limit=1 << 30))

@@ -74,6 +74,9 @@ def timer_ids() -> dict[str, int]:
         "torch.cuda.Event.record": torch.cuda.Event.record,
         "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
         "statistics.median": statistics.median,
+        "kernelgate.timing.perf_counter_ns": timing._perf_ns, "kernelgate.timing.monotonic": timing._monotonic,
+        "kernelgate.timing.synchronize": timing._CUDA_SYNC, "kernelgate.timing.Event": timing._EVENT,
+        "kernelgate.timing.timed_loop": timing.timed_loop, "kernelgate.timing.warm_up": timing.warm_up,
     }
     return {k: id(v) for k, v in objs.items()}
 

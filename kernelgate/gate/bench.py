@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+import time
 from dataclasses import replace
 
 import torch
@@ -18,6 +19,7 @@ from .judge import Rejected, Session, Task, device_name, judge, timing_pool
 log = logging.getLogger(__name__)
 
 BASELINES = ("eager", "compile")
+CPU_SETTLE_S = 0.2
 
 
 def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingConfig,
@@ -56,7 +58,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
                 s = Session(task, cand, cfg, label)
                 s.build()
                 sessions[label] = s
-        timings, rejected = _measure(task, sessions, cfg, tcfg, say)
+        timings, rejected = measure(task, sessions, cfg, tcfg, say)
     finally:
         for s in sessions.values():
             s.worker.close()
@@ -89,7 +91,7 @@ def _labels(cands: list[workload.Spec]) -> list[str]:
     return labels
 
 
-def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
+def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
              say) -> tuple[dict[str, Timing], dict[str, Verdict]]:
     rng = torch.Generator().manual_seed(secrets.randbits(62))
     pool, scalable = timing_pool(task, tcfg.pool, rng)
@@ -121,6 +123,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         k = rounds % max(len(order), 1)
         for label in order[k:] + order[:k]:          # rotate who goes first
             tag, plan = plans.new(tcfg.iters)
+            if not task.device.startswith("cuda"):
+                time.sleep(CPU_SETTLE_S)                # let the last worker's OpenMP threads stop spinning
             try:
                 got, wall = live[label].time_batch(tag, plan)
             except Rejected as r:

@@ -131,7 +131,7 @@ def clock_mismatch(base: Timing, cand: Timing) -> str:
     gap_c, gap_b = cand.wall_ms_per_iter - mean_c, base.wall_ms_per_iter - mean_b
     if gap_c < -0.05 * cand.wall_ms_per_iter - 0.05:
         return f"in-process samples ({mean_c:.3g} ms) exceed the judge's clock ({cand.wall_ms_per_iter:.3g} ms/iter)"
-    if gap_c - gap_b > max(0.5, 0.25 * cand.wall_ms_per_iter, 1.0 * abs(gap_b)):
+    if gap_c - gap_b > max(1.0, 0.5 * cand.wall_ms_per_iter, 2.0 * abs(gap_b)):
         return (f"the judge's clock saw {cand.wall_ms_per_iter:.3g} ms/iter but the samples say {mean_c:.3g} ms; "
                 f"{gap_c - gap_b:.3g} ms/iter more than the baseline's harness overhead is unaccounted for")
     return ""

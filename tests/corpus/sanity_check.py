@@ -250,8 +250,7 @@ def check_accepted(cases) -> None:
             cand = build_cand(load(c["cand"]), ref_mod, ref.state_dict())
             xs = given_inputs(ref_mod)
             out, want = run(cand, xs), run(ref, xs)
-            if prec:   # low precision: absolute part relative to the output's scale
-                atol *= float(want.abs().max())
+            atol *= max(1.0, float(want.abs().max()))   # the absolute part scales with the output
             check(close(out, want, rtol, atol), f"{c['name']}: allclose(rtol={rtol:g}, atol={atol:.3g}) on the given inputs")
             if "vary" in contract:
                 for v in contract["vary"]:
@@ -293,7 +292,8 @@ def claim_stale_empty(rel):
         out = cand(*xs)                          # ...and the candidate's torch.empty may get it back
     reused = torch.equal(out, want_copy)
     log(f"    info {rel}: in-process after the reference, torch.empty returned the reference's answer: {reused}")
-    ys = given_inputs(ref_mod, seed=5)
+    # values never seen before in this process (a freed block may hold the softmax of any earlier input)
+    ys = [torch.randn(64, 512, generator=torch.Generator().manual_seed(int(time.time_ns()) & 0xFFFFFF)) * 1.7 + 0.3]
     check(not close(run(cand, ys), run(ref, ys)), f"{rel}: output is not the answer for fresh inputs")
 
 

@@ -34,7 +34,7 @@ def test_speedup_flags_implausible_ratios():
 def test_clock_mismatch_detects_hidden_work():
     base = _t("b", [1.0] * 10, wall=1.2)
     honest = _t("c", [0.5] * 10, wall=0.7)
-    faked = _t("f", [0.1] * 10, wall=1.2)        # samples say 0.1 ms, the outside clock saw 1.2
+    faked = _t("f", [0.3] * 10, wall=3.2)        # samples say 0.3 ms, the outside clock saw 3.2
     impossible = _t("i", [2.0] * 10, wall=1.0)
     assert timing.clock_mismatch(base, honest) == ""
     assert "unaccounted" in timing.clock_mismatch(base, faked)

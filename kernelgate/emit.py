@@ -1,0 +1,109 @@
+"""Write the drop-in module: the best verified implementation behind guards, the reference otherwise."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .versions import software
+
+GUARD = '''
+
+# ---- kernelgate: drop-in module --------------------------------------------------------------
+# The fast path runs only where it was verified: the same device type (and GPU model), the same
+# torch/triton versions, and inputs of the verified shapes and dtypes. Anything else takes the
+# reference path with the same parameters, so the module is safe to import anywhere.
+import torch as _kg_torch
+
+_KG_VERIFIED = json_verified
+_KgReference = {ref_cls}
+_KgBest = ModelNew
+
+
+def _kg_versions_match():
+    if _kg_torch.__version__ != _KG_VERIFIED["torch"]:
+        return False
+    if _KG_VERIFIED["triton"] is not None:
+        try:
+            import triton
+        except ImportError:
+            return False
+        if triton.__version__ != _KG_VERIFIED["triton"]:
+            return False
+    return True
+
+
+_KG_ENV_OK = _kg_versions_match()
+
+
+def _kg_fast_path_ok(args):
+    if not _KG_ENV_OK:
+        return False
+    tensors = [a for a in args if _kg_torch.is_tensor(a)]
+    if not tensors or any(t.device.type != _KG_VERIFIED["device_type"] for t in tensors):
+        return False
+    if _KG_VERIFIED["gpu"] is not None and _kg_torch.cuda.get_device_name(tensors[0].device) != _KG_VERIFIED["gpu"]:
+        return False
+    sig = [[list(a.shape), str(a.dtype)] if _kg_torch.is_tensor(a) else repr(a) for a in args]
+    return sig in _KG_VERIFIED["signatures"]
+
+
+class {ref_cls}(_KgBest):
+    """Drop-in replacement for the original `{ref_cls}`: same constructor, forward and state_dict."""
+
+    def forward(self, *args):
+        if _kg_fast_path_ok(args):
+            return super().forward(*args)
+        return _KgReference.forward(self, *args)
+
+
+ModelNew = {ref_cls}
+'''
+
+
+def signatures(input_sets: list[list[Any]]) -> list[Any]:
+    out = []
+    for xs in input_sets:
+        sig = [[list(a.shape), str(a.dtype)] if isinstance(a, torch.Tensor) else repr(a) for a in xs]
+        if sig not in out:
+            out.append(sig)
+    return out
+
+
+def emit(path: Path, candidate_source: str, ref_cls: str, device: str, input_sets: list[list[Any]],
+         strategy: str) -> Path:
+    """Write optimized.py from a verified candidate's source (which defines the reference and ModelNew)."""
+    sw = software()
+    verified = {
+        "strategy": strategy, "device_type": torch.device(device).type,
+        "gpu": torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None,
+        "torch": str(sw["torch"]), "triton": sw.get("triton") if device.startswith("cuda") else None,
+        "signatures": signatures(input_sets),
+    }
+    header = (f'"""Optimized by kernelgate: {strategy}.\n\nImport in place of the original module; '
+              f'load the original state_dict.\n"""\n')
+    guard = GUARD.replace("{ref_cls}", ref_cls).replace("json_verified", json.dumps(verified, indent=1))
+    path.write_text(header + candidate_source.rstrip() + "\n" + guard)
+    return path
+
+
+def baseline_source(reference_source: str, ref_cls: str, kind: str) -> str:
+    """When no candidate wins: the reference itself, or the reference under torch.compile (default mode)."""
+    if kind != "compile":
+        return reference_source.rstrip() + f"\n\nModelNew = {ref_cls}\n"
+    return reference_source.rstrip() + f'''
+
+
+class ModelNew({ref_cls}):
+    """The faster baseline: the reference under torch.compile (default mode)."""
+
+    def forward(self, *args):
+        fn = self.__dict__.get("_kg_compiled")
+        if fn is None:
+            import torch
+            fn = torch.compile(super().forward)
+            object.__setattr__(self, "_kg_compiled", fn)
+        return fn(*args)
+'''

@@ -1,0 +1,241 @@
+"""Graph rewrites above the kernel, as plain functions on a torch.fx GraphModule.
+
+Each `kg_*` rewrite returns how many places it changed. Candidates embed this file's functions
+verbatim (see library.py), so a candidate file stays self-contained; tests call them directly.
+The helpers they insert cache derived weights keyed on the source tensors' versions, so new
+parameters loaded with load_state_dict are always picked up.
+"""
+import math
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+
+def _kg_versions(*ts):
+    return tuple((t._version, t.data_ptr()) if t is not None else None for t in ts)
+
+
+def _kg_users(node):
+    return list(node.users)
+
+
+# ---------------------------------------------------------------- average pooling as a convolution
+
+_KG_POOL_W = {}
+
+
+def kg_avgpool_conv(x, kernel, stride, padding):
+    """avg_pool2d(count_include_pad=True, ceil_mode=False) as a depthwise conv with 1/k^2 weights."""
+    c = x.shape[1]
+    key = (c, x.dtype, x.device, kernel)
+    w = _KG_POOL_W.get(key)
+    if w is None:
+        w = torch.full((c, 1, kernel[0], kernel[1]), 1.0 / (kernel[0] * kernel[1]), dtype=x.dtype, device=x.device)
+        _KG_POOL_W[key] = w
+    return F.conv2d(x, w, None, stride, padding, 1, c)
+
+
+def _kg_pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def kg_rewrite_avgpool(gm):
+    """Replace exactly-equivalent nn.AvgPool2d modules with kg_avgpool_conv."""
+    mods = dict(gm.named_modules())
+    n = 0
+    for node in list(gm.graph.nodes):
+        m = mods.get(node.target) if node.op == "call_module" else None
+        if not isinstance(m, torch.nn.AvgPool2d) or m.ceil_mode or m.divisor_override is not None:
+            continue
+        pad = _kg_pair(m.padding)
+        if pad != (0, 0) and not m.count_include_pad:
+            continue
+        k = _kg_pair(m.kernel_size)
+        s = _kg_pair(m.stride if m.stride is not None else m.kernel_size)
+        with gm.graph.inserting_after(node):
+            new = gm.graph.call_function(kg_avgpool_conv, (node.args[0], k, s, pad))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        n += 1
+    if n:
+        gm.recompile()
+    return n
+
+
+# ---------------------------------------------------------------- batch norm folded into conv / linear
+
+_KG_FOLD = {}
+
+
+def kg_conv_bn(x, conv, bn):
+    """conv followed by eval-mode batch norm, as one conv with folded weights."""
+    key = id(conv)
+    ver = _kg_versions(conv.weight, conv.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var)
+    hit = _KG_FOLD.get(key)
+    if hit is None or hit[0] != ver:
+        w64 = conv.weight.double()
+        inv = torch.rsqrt(bn.running_var.double() + bn.eps)
+        g = bn.weight.double() * inv if bn.weight is not None else inv
+        shape = (-1,) + (1,) * (w64.dim() - 1)
+        w = (w64 * g.reshape(shape)).to(conv.weight.dtype)
+        b0 = conv.bias.double() if conv.bias is not None else torch.zeros_like(g)
+        b = (b0 - bn.running_mean.double()) * g + (bn.bias.double() if bn.bias is not None else 0.0)
+        hit = (ver, w, b.to(conv.weight.dtype))
+        _KG_FOLD[key] = hit
+    _, w, b = hit
+    if isinstance(conv, torch.nn.Linear):
+        return F.linear(x, w, b)
+    return conv._conv_forward(x, w, b)
+
+
+def kg_rewrite_fold_bn(gm):
+    """Fold eval-mode BatchNorm1d/2d/3d into a preceding Conv1d/2d/3d or Linear used only by it."""
+    mods = dict(gm.named_modules())
+    n = 0
+    pairs = ((torch.nn.Conv1d, torch.nn.BatchNorm1d), (torch.nn.Conv2d, torch.nn.BatchNorm2d),
+             (torch.nn.Conv3d, torch.nn.BatchNorm3d), (torch.nn.Linear, torch.nn.BatchNorm1d))
+    for node in list(gm.graph.nodes):
+        bn = mods.get(node.target) if node.op == "call_module" else None
+        if bn is None or not isinstance(bn, torch.nn.modules.batchnorm._BatchNorm) or not bn.track_running_stats:
+            continue
+        src = node.args[0]
+        conv = mods.get(src.target) if getattr(src, "op", None) == "call_module" else None
+        if conv is None or len(_kg_users(src)) != 1:
+            continue
+        if not any(isinstance(conv, c) and isinstance(bn, b) for c, b in pairs):
+            continue
+        if not isinstance(conv, torch.nn.Linear) and conv.padding_mode != "zeros":
+            continue
+        conv_get = src.target
+        with gm.graph.inserting_before(node):
+            c_attr = gm.graph.get_attr(conv_get)
+            b_attr = gm.graph.get_attr(node.target)
+            new = gm.graph.call_function(kg_conv_bn, (src.args[0], c_attr, b_attr))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(src)
+        n += 1
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
+# ---------------------------------------------------------------- attention to scaled_dot_product_attention
+
+def _kg_is(node, *names):
+    if node is None or not hasattr(node, "op"):
+        return False
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", "") in names
+    if node.op == "call_method":
+        return node.target in names
+    return False
+
+
+def _kg_transposed_last2(node):
+    """k if node is k.transpose(-2, -1) / k.transpose(-1, -2) / k.mT, else None."""
+    if _kg_is(node, "transpose"):
+        dims = tuple(node.args[1:3])
+        if dims in ((-2, -1), (-1, -2)):
+            return node.args[0]
+    return None
+
+
+def kg_rewrite_sdpa(gm):
+    """softmax((q @ k^T) * s) @ v (or / s) -> scaled_dot_product_attention(q, k, v, scale=s)."""
+    n = 0
+    for node in list(gm.graph.nodes):
+        if not _kg_is(node, "matmul", "bmm") or len(node.args) != 2:
+            continue
+        p, v = node.args
+        if not _kg_is(p, "softmax") or len(_kg_users(p)) != 1:
+            continue
+        dim = p.kwargs.get("dim", p.args[1] if len(p.args) > 1 else None)
+        if dim not in (-1,) or p.kwargs.get("dtype") is not None:
+            continue
+        s = p.args[0]
+        scale = 1.0
+        if _kg_is(s, "mul", "truediv") and isinstance(s.args[1], (int, float)) and len(_kg_users(s)) == 1:
+            scale = float(s.args[1]) if _kg_is(s, "mul") else 1.0 / float(s.args[1])
+            scores = s.args[0]
+        else:
+            scores = s
+        if not _kg_is(scores, "matmul", "bmm") or len(_kg_users(scores)) != 1:
+            continue
+        q, kt = scores.args
+        k = _kg_transposed_last2(kt)
+        if k is None:
+            continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(F.scaled_dot_product_attention, (q, k, v), {"scale": scale})
+        node.replace_all_uses_with(new)
+        for dead in (node, p, s, scores, kt):
+            if dead in gm.graph.nodes and not dead.users:
+                gm.graph.erase_node(dead)
+        n += 1
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
+# ---------------------------------------------------------------- consecutive linear maps merged
+
+_KG_MERGED = {}
+
+
+def kg_linear2(x, l1, l2):
+    """l2(l1(x)) as one linear map; the product of weights is formed in float64."""
+    key = (id(l1), id(l2))
+    ver = _kg_versions(l1.weight, l1.bias, l2.weight, l2.bias)
+    hit = _KG_MERGED.get(key)
+    if hit is None or hit[0] != ver:
+        w2 = l2.weight.double()
+        w = w2 @ l1.weight.double()
+        b = (w2 @ l1.bias.double() if l1.bias is not None else 0.0) + \
+            (l2.bias.double() if l2.bias is not None else 0.0)
+        b = b.to(l1.weight.dtype) if torch.is_tensor(b) else None
+        hit = (ver, w.to(l1.weight.dtype), b)
+        _KG_MERGED[key] = hit
+    _, w, b = hit
+    return F.linear(x, w, b)
+
+
+def kg_rewrite_merge_linear(gm):
+    """Linear -> Linear with nothing in between (and the first used only by the second): one Linear,
+    when it saves work (d_mid >= d_in*d_out/(d_in+d_out))."""
+    mods = dict(gm.named_modules())
+    n = 0
+    for node in list(gm.graph.nodes):
+        l2 = mods.get(node.target) if node.op == "call_module" else None
+        if not isinstance(l2, torch.nn.Linear):
+            continue
+        src = node.args[0]
+        l1 = mods.get(src.target) if getattr(src, "op", None) == "call_module" else None
+        if not isinstance(l1, torch.nn.Linear) or len(_kg_users(src)) != 1:
+            continue
+        d_in, d_mid, d_out = l1.in_features, l1.out_features, l2.out_features
+        if d_in * d_out > d_mid * (d_in + d_out):
+            continue
+        with gm.graph.inserting_before(node):
+            a1 = gm.graph.get_attr(src.target)
+            a2 = gm.graph.get_attr(node.target)
+            new = gm.graph.call_function(kg_linear2, (src.args[0], a1, a2))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(src)
+        n += 1
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
+REWRITES = {
+    "avgpool-as-conv": kg_rewrite_avgpool,
+    "fold-bn": kg_rewrite_fold_bn,
+    "sdpa": kg_rewrite_sdpa,
+    "merge-linear": kg_rewrite_merge_linear,
+}

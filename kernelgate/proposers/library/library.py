@@ -1,0 +1,255 @@
+"""Strategies as candidate-source generators, and the library proposer that samples and stacks them.
+
+A candidate file is the reference source verbatim, then one class per strategy level, each a subclass
+of the level below (`Model` at the bottom), rebound to `ModelNew`. So the state_dict layout is the
+reference's, a level calls the one below with `super().forward`, and strategies stack.
+"""
+from __future__ import annotations
+
+import inspect
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ...records import Candidate
+from .. import Context, make_candidate
+from . import fx_rewrites
+
+GPU = "cuda"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One transformation; `variants` are its parameter settings; `kind` says how it stacks."""
+
+    name: str
+    kind: str                                   # rewrite | runtime | precision
+    applies: Callable[[Context], bool]
+    render: Callable[[Context, dict[str, Any], str], str]   # (ctx, params, class tag) -> body
+    variants: Callable[[Context], list[dict[str, Any]]] = field(default=lambda ctx: [{}])
+    doc: str = ""
+
+
+def _tag(name: str, params: dict[str, Any]) -> str:
+    raw = name + "".join(f"_{k}_{v}" for k, v in sorted(params.items()))
+    return "".join(ch if ch.isalnum() else "_" for ch in raw).strip("_")[:60]
+
+
+def _class(tag: str, body: str) -> str:
+    return f"class _Kg_{tag}(ModelNew):\n{body}\n\nModelNew = _Kg_{tag}\n"
+
+
+# ------------------------------------------------------------------ rewrites (torch.fx)
+
+_FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the first call\n"
+
+
+def _rewrite_source() -> str:
+    return inspect.getsource(fx_rewrites).split('REWRITES = {')[0]
+
+
+def _render_rewrite(rewrite: str) -> Callable[[Context, dict[str, Any], str], str]:
+    fn = fx_rewrites.REWRITES[rewrite].__name__
+
+    def render(ctx: Context, params: dict[str, Any], tag: str) -> str:
+        body = f'''    def forward(self, *args):
+        gm = self.__dict__.get("_kg_gm_{tag}")
+        if gm is None:
+            base = __class__.__bases__[0]
+            shadow = base.__new__(base)
+            shadow.__dict__ = self.__dict__          # same parameters and submodules, the level below's forward
+            gm = torch.fx.symbolic_trace(shadow)
+            {fn}(gm)
+            object.__setattr__(self, "_kg_gm_{tag}", gm)  # not a submodule: state_dict keys unchanged
+        return gm(*args)'''
+        return _FX_HEADER + _class(tag, body)
+    return render
+
+
+def _rewrite_applies(rewrite: str) -> Callable[[Context], bool]:
+    return lambda ctx: ctx.graph.patterns.get(rewrite, 0) > 0
+
+
+# ------------------------------------------------------------------ runtime configurations
+
+def _render_compile(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    body = f'''    def forward(self, *args):
+        fn = self.__dict__.get("_kg_compiled_{tag}")
+        if fn is None:
+            fn = torch.compile(super().forward, mode={params["mode"]!r}, dynamic=False)
+            object.__setattr__(self, "_kg_compiled_{tag}", fn)
+        return fn(*args)'''
+    return _class(tag, body)
+
+
+def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    body = f'''    def forward(self, *args):
+        key = tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if torch.is_tensor(a) else a for a in args)
+        st = self.__dict__.get("_kg_graph_{tag}")
+        if st is None or st[0] != key:
+            static = [a.clone() if torch.is_tensor(a) else a for a in args]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):              # warm-up outside the capture, joined below
+                for _ in range(2):
+                    super().forward(*static)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = super().forward(*static)
+            st = (key, graph, static, out)
+            object.__setattr__(self, "_kg_graph_{tag}", st)
+        _, graph, static, out = st
+        for s, a in zip(static, args):
+            if torch.is_tensor(a):
+                s.copy_(a)
+        graph.replay()
+        # the graph's output buffer is reused by the next replay: hand out a copy
+        return out.clone() if torch.is_tensor(out) else type(out)(o.clone() for o in out)'''
+    return _class(tag, body)
+
+
+def _render_channels_last(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    body = f'''    def forward(self, *args):
+        if not self.__dict__.get("_kg_cl_{tag}"):
+            self.to(memory_format=torch.channels_last)
+            object.__setattr__(self, "_kg_cl_{tag}", True)
+        args = [a.contiguous(memory_format=torch.channels_last) if torch.is_tensor(a) and a.dim() == 4 else a
+                for a in args]
+        out = super().forward(*args)
+        return out.contiguous() if torch.is_tensor(out) else type(out)(o.contiguous() for o in out)'''
+    return _class(tag, body)
+
+
+def _render_cudnn_benchmark(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    body = '''    def forward(self, *args):
+        torch.backends.cudnn.benchmark = True          # autotune conv algorithms per shape
+        return super().forward(*args)'''
+    return _class(tag, body)
+
+
+def _render_precision(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    fmt = params["format"]
+    if fmt == "tf32":
+        body = '''    def forward(self, *args):
+        torch.backends.cuda.matmul.allow_tf32 = True   # declared in the contract: precision tf32
+        torch.backends.cudnn.allow_tf32 = True
+        return super().forward(*args)'''
+    else:
+        dt = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[fmt]
+        body = f'''    def forward(self, *args):
+        dtypes = [a.dtype for a in args if torch.is_tensor(a) and a.is_floating_point()]
+        with torch.autocast(args[0].device.type if torch.is_tensor(args[0]) else "cuda", dtype={dt}):
+            out = super().forward(*args)
+        want = dtypes[0] if dtypes else torch.float32
+        return out.to(want) if torch.is_tensor(out) else type(out)(o.to(want) for o in out)'''
+    return _class(tag, body)
+
+
+def _compile_modes(ctx: Context) -> list[dict[str, Any]]:
+    modes = ["max-autotune-no-cudagraphs"]
+    if ctx.target == GPU:
+        modes += ["max-autotune", "reduce-overhead"]
+    return [{"mode": m} for m in modes]
+
+
+def _has_conv(ctx: Context) -> bool:
+    return ctx.graph.has_module("Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d") or \
+        ctx.graph.has_function("conv2d", "conv1d", "conv3d") or ctx.graph.has_aten("convolution")
+
+
+STRATEGIES: tuple[Strategy, ...] = (
+    Strategy("rewrite:avgpool-as-conv", "rewrite", _rewrite_applies("avgpool-as-conv"),
+             _render_rewrite("avgpool-as-conv"), doc="average pooling as a depthwise convolution"),
+    Strategy("rewrite:fold-bn", "rewrite", _rewrite_applies("fold-bn"), _render_rewrite("fold-bn"),
+             doc="eval-mode batch norm folded into the preceding conv/linear weights"),
+    Strategy("rewrite:sdpa", "rewrite", _rewrite_applies("sdpa"), _render_rewrite("sdpa"),
+             doc="matmul-softmax-matmul attention as scaled_dot_product_attention"),
+    Strategy("rewrite:merge-linear", "rewrite", _rewrite_applies("merge-linear"), _render_rewrite("merge-linear"),
+             doc="consecutive linear maps merged into one"),
+    Strategy("runtime:compile", "runtime", lambda ctx: True, _render_compile, _compile_modes,
+             doc="torch.compile with another mode"),
+    Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph,
+             doc="CUDA-graph capture of the whole forward, inputs copied into static buffers"),
+    Strategy("runtime:channels-last", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
+             _render_channels_last, doc="channels_last memory format for convolutions"),
+    Strategy("runtime:cudnn-benchmark", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
+             _render_cudnn_benchmark, doc="cuDNN autotuning"),
+    Strategy("precision", "precision", lambda ctx: bool(ctx.contract.precision), _render_precision,
+             lambda ctx: [{"format": f} for f in ctx.contract.precision],
+             doc="lower precision, only as the contract declares"),
+)
+
+
+def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
+    """The strategy part of a candidate file for a stack of (strategy, params), bottom first."""
+    parts = ["import torch\nimport torch.fx\n", f"ModelNew = {ctx.reference_class}\n"]
+    if any(s.kind == "rewrite" for s, _ in levels):
+        parts.append(_rewrite_source())
+    for k, (s, params) in enumerate(levels):
+        parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
+    return "\n".join(parts)
+
+
+class Library:
+    """The built-in proposer: explorers try every applicable strategy on the reference; refiners stack
+    runtime configurations on the best verified candidates."""
+
+    name = "library"
+
+    def __init__(self, strategies: tuple[Strategy, ...] = STRATEGIES):
+        self.strategies = strategies
+        self.stacks: dict[str, list[tuple[Strategy, dict[str, Any]]]] = {}
+
+    def _make(self, ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]], parent: str | None,
+              generation: int) -> Candidate:
+        strategy = " + ".join(s.name + (f"({', '.join(f'{k}={v}' for k, v in p.items())})" if p else "")
+                              for s, p in levels)
+        params = {f"{k}.{s.name}.{pk}": pv for k, (s, p) in enumerate(levels) for pk, pv in p.items()}
+        c = make_candidate(ctx, strategy, render(ctx, levels), parent=parent, params=params, generation=generation,
+                           language="torch")
+        self.stacks[c.id] = levels
+        return c
+
+    def singles(self, ctx: Context) -> list[list[tuple[Strategy, dict[str, Any]]]]:
+        return [[(s, v)] for s in self.strategies if s.applies(ctx) for v in s.variants(ctx)]
+
+    def propose(self, ctx: Context, rng: random.Random, n: int, generation: int = 0,
+                mode: str = "explore") -> list[Candidate]:
+        tried = ctx.tried()
+        out: list[Candidate] = []
+        if mode == "explore":
+            options = self.singles(ctx)
+            rng.shuffle(options)
+            # rewrites first: they compose with everything else
+            options.sort(key=lambda lv: 0 if lv[0][0].kind == "rewrite" else 1)
+            for levels in options:
+                c = self._make(ctx, levels, None, generation)
+                if c.id not in tried and c.id not in {o.id for o in out}:
+                    out.append(c)
+                if len(out) >= n:
+                    break
+            return out
+        # refine: stack one more strategy on top of the best verified candidates
+        ranked = sorted((e for e in ctx.history if e.accepted and e.timing is not None),
+                        key=lambda e: e.timing.median_ms)
+        for parent in ranked[:2]:
+            base = self.stacks.get(parent.candidate.id)
+            if base is None:
+                continue
+            used = {s.name for s, _ in base}
+            extra = [lv[0] for lv in self.singles(ctx) if lv[0][0].name not in used]
+            rng.shuffle(extra)
+            # a rewrite goes below runtime levels; a runtime level goes on top
+            extra.sort(key=lambda sv: 0 if sv[0].kind == "rewrite" else 1)
+            for s, v in extra:
+                levels = ([(s, v)] + base) if s.kind == "rewrite" else (base + [(s, v)])
+                if s.kind == "runtime" and any(b.kind == "runtime" and b.name in ("runtime:compile", "runtime:cudagraph")
+                                               for b, _ in base) and s.name in ("runtime:compile", "runtime:cudagraph"):
+                    continue                       # compile and graph capture do not stack on each other
+                c = self._make(ctx, levels, parent.candidate.id, generation)
+                if c.id not in tried and c.id not in {o.id for o in out}:
+                    out.append(c)
+                if len(out) >= n:
+                    return out
+        return out

@@ -1,0 +1,288 @@
+"""Human-readable outputs of `optimize`: report.md, report.html (with an inline SVG convergence plot) and reproduce.sh."""
+from __future__ import annotations
+
+import html
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+CHECK_TEXT = (
+    "Each candidate went through the kernelgate correctness gate in its own process: outputs are compared "
+    "with an fp64 oracle of the reference, with a tolerance derived from the reference's own error at the "
+    "working precision and floored by the unit roundoff of the output format; 8 trials use fresh inputs drawn "
+    "from a secret seed, with widened input distributions, perturbed parameters and matching NaN/Inf positions; "
+    "integrity checks cover dtype, shape, device, strides, aliasing, input mutation, threads and numerics flags; "
+    "outputs produced inside the timed loop are re-checked. See docs/GATE.md for the full description.")
+CONDITION_ORDER = ("gpu", "cpu", "driver", "torch", "triton", "python", "cuda", "platform", "device", "threads", "command")
+W, H, ML, MR, MT, MB, BAND = 640, 320, 64, 16, 30, 40, 16  # SVG size, margins, band for untimed markers
+
+
+def _num(x: Any) -> float | None:
+    """A finite float, or None for anything else (missing, NaN, inf, non-numeric)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def _ms(x: Any) -> str:
+    """A time in milliseconds, or '-'."""
+    v = _num(x)
+    return "-" if v is None else f"{v:.4g} ms"
+
+
+def _ratio(x: Any) -> str:
+    """A speedup ratio, or '-'."""
+    v = _num(x)
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _ci(pair: Any) -> str:
+    """A confidence interval [low, high], or '-'."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2 or None in map(_num, pair):
+        return "-"
+    return f"[{_num(pair[0]):.2f}, {_num(pair[1]):.2f}]"
+
+
+def _timing(t: Any) -> str:
+    """Median and spread of a Timing dict, or '-'."""
+    if not isinstance(t, dict) or _num(t.get("median_ms")) is None:
+        return "-"
+    spread = _num(t.get("spread"))
+    return _ms(t["median_ms"]) + ("" if spread is None else f" (±{100 * spread:.1f}%)")
+
+
+def _line(text: Any, limit: int = 160) -> str:
+    """First line of a message, shortened."""
+    s = str(text or "").strip().splitlines()
+    s = s[0] if s else ""
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _median(ev: dict) -> float | None:
+    """Median time of an evaluation, if timed."""
+    t = ev.get("timing")
+    return _num(t.get("median_ms")) if isinstance(t, dict) else None
+
+
+def _accepted(ev: dict) -> bool:
+    """Whether the evaluation's verdict is accepted."""
+    v = ev.get("verdict")
+    return isinstance(v, dict) and v.get("status") == "accepted"
+
+
+def _has_best(result: dict) -> bool:
+    """Whether a candidate replaced the baseline."""
+    return not str(result.get("best_strategy") or "baseline:").startswith("baseline:")
+
+
+def best_per_generation(evaluations: list[dict]) -> dict[int, float]:
+    """Best verified median time so far at each generation (from the first generation with one)."""
+    by_gen: dict[int, float] = {}
+    for ev in evaluations:
+        m = _median(ev)
+        if _accepted(ev) and m is not None:
+            g = int((ev.get("candidate") or {}).get("generation") or 0)
+            by_gen[g] = min(m, by_gen.get(g, math.inf))
+    out, best = {}, math.inf
+    gens = [int((e.get("candidate") or {}).get("generation") or 0) for e in evaluations]
+    for g in range(min(gens, default=0), max(gens, default=-1) + 1):
+        best = min(best, by_gen.get(g, math.inf))
+        if best < math.inf:
+            out[g] = best
+    return out
+
+
+def _rows(result: dict) -> list[dict[str, str]]:
+    """One display row per evaluation, in evaluation order (plain, unescaped strings)."""
+    base, best_ms, has_best = _num(result.get("baseline_ms")), _num(result.get("best_ms")), _has_best(result)
+    rows, marked = [], False
+    for i, ev in enumerate(result.get("evaluations") or []):
+        c, v, sp = ev.get("candidate") or {}, ev.get("verdict") or {}, ev.get("speedup") or {}
+        med = _median(ev)
+        ratio = _num(sp.get("ratio")) if sp else (base / med if base and med else None)
+        is_best = (has_best and not marked and _accepted(ev) and c.get("strategy") == result.get("best_strategy")
+                   and med is not None and best_ms is not None and abs(med - best_ms) <= 1e-9 + 1e-6 * best_ms)
+        marked |= is_best
+        status = str(v.get("status") or "-")
+        why = "" if status == "accepted" else f"{v.get('reason') or '?'}: {_line(v.get('message'))}"
+        rows.append({"#": str(i), "gen": str(c.get("generation", "-")),
+                     "strategy": str(c.get("strategy") or "-") + (" (best)" if is_best else ""),
+                     "parent": str(c.get("parent") or "-")[:8], "verdict": status, "reason": why, "median": _ms(med),
+                     "speedup": _ratio(ratio) + (" (flagged)" if sp.get("flagged") else "")})
+    return rows
+
+
+def _summary(result: dict) -> list[str]:
+    """Summary sentences (plain, unescaped)."""
+    kind, n = result.get("baseline_kind") or "?", result.get("evaluations") or []
+    lines = [f"Baseline: {kind} at {_ms(result.get('baseline_ms'))} (the faster of eager and torch.compile)."]
+    if _has_best(result):
+        ci = result.get("speedup_ci")
+        claimed = ("claimed: the lower bound of the 95% confidence interval clears the threshold"
+                   if result.get("speedup_claimed") else
+                   "not claimed: the lower bound of the 95% confidence interval does not clear the threshold")
+        lines += [f"Best: {result.get('best_strategy')} at {_ms(result.get('best_ms'))}.",
+                  f"Speedup: {_ratio(result.get('speedup'))}, 95% CI {_ci(ci)} ({claimed})."]
+    else:
+        lines.append(f"No candidate beat the faster baseline ({kind}); the baseline is kept.")
+    lines.append(f"Candidates evaluated: {len(n)}, accepted by the gate: {sum(map(_accepted, n))}.")
+    return lines
+
+
+def _conditions(result: dict) -> list[tuple[str, str]]:
+    """(key, value) pairs of hardware/software conditions, known keys first."""
+    cond = result.get("conditions") if isinstance(result.get("conditions"), dict) else {}
+    keys = [k for k in CONDITION_ORDER if k in cond] + sorted(k for k in cond if k not in CONDITION_ORDER)
+    return [(str(k), "-" if cond[k] is None else str(cond[k])) for k in keys]
+
+
+def convergence_svg(result: dict) -> str:
+    """The convergence plot as a standalone SVG document."""
+    evs, base, e = result.get("evaluations") or [], _num(result.get("baseline_ms")), html.escape
+    gens = [int((ev.get("candidate") or {}).get("generation") or 0) for ev in evs] or [0]
+    g0, ng = min(gens), max(gens) - min(gens) + 1
+    vals = [m for ev in evs if _accepted(ev) and (m := _median(ev)) is not None] + ([base] if base is not None else [])
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    pad = (hi - lo) * 0.1 or abs(hi) * 0.1 or 1.0
+    lo, hi = max(0.0, lo - pad), hi + pad
+    pw, top, bottom = W - ML - MR, MT + BAND, H - MB
+    col = pw / ng
+    y = lambda v: top + (hi - v) / (hi - lo) * (bottom - top)  # noqa: E731
+    left = lambda g: ML + (g - g0) * col  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+           'font-family="sans-serif" font-size="11">',
+           "<title>kernelgate convergence: best verified time per generation</title>",
+           f'<rect x="{ML}" y="{MT}" width="{pw}" height="{bottom - MT}" fill="white" stroke="#999"/>',
+           f'<text x="{ML}" y="{MT - 8}" fill="#444">● accepted   ✕ rejected (no time, top edge)   '
+           '— best verified   - - baseline</text>']
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        out.append(f'<text x="{ML - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
+        out.append(f'<line x1="{ML}" x2="{ML + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
+    step = max(1, ng // 12)
+    for g in range(g0, g0 + ng, step):
+        out.append(f'<text x="{left(g) + col / 2:.1f}" y="{bottom + 14}" text-anchor="middle">{g}</text>')
+    out.append(f'<text x="{ML + pw / 2}" y="{H - 6}" text-anchor="middle">generation</text>')
+    mid = (top + bottom) / 2
+    out.append(f'<text x="14" y="{mid}" text-anchor="middle" transform="rotate(-90 14 {mid})">time (ms)</text>')
+    if base is not None:
+        label = f"baseline ({e(str(result.get('baseline_kind') or '?'))}) {base:.4g} ms"
+        out.append(f'<line class="baseline" x1="{ML}" x2="{ML + pw}" y1="{y(base):.1f}" y2="{y(base):.1f}" stroke="#555" '
+                   f'stroke-dasharray="6 4"><title>{label}</title></line>')
+        out.append(f'<text x="{ML + pw - 4}" y="{y(base) - 4:.1f}" text-anchor="end" fill="#555">{label}</text>')
+    best = best_per_generation(evs)
+    if best:
+        pts = sorted(best.items())
+        d = f"M{left(pts[0][0]):.1f},{y(pts[0][1]):.1f} H{left(pts[0][0]) + col:.1f}"
+        d += "".join(f" V{y(b):.1f} H{left(g) + col:.1f}" for g, b in pts[1:])
+        out.append(f'<path class="best" d="{d}" fill="none" stroke="#1565c0" stroke-width="2"/>')
+    counts: dict[int, int] = {}
+    for i, ev in enumerate(evs):
+        g = gens[i]
+        k, n = counts.get(g, 0), gens.count(g)
+        counts[g] = k + 1
+        x = left(g) + col / 2 + ((k + 1) / (n + 1) - 0.5) * col * 0.7
+        c, m = ev.get("candidate") or {}, _median(ev)
+        status = str((ev.get("verdict") or {}).get("status") or "-")
+        tip = f"<title>#{i} {e(str(c.get('strategy') or '-'))}: {e(status)}, {_ms(m)}</title>"
+        cy, s = MT + BAND / 2, 4
+        if _accepted(ev) and m is not None:
+            out.append(f'<circle class="marker accepted" cx="{x:.1f}" cy="{y(m):.1f}" r="4" fill="#1565c0">{tip}</circle>')
+        elif _accepted(ev):
+            out.append(f'<circle class="marker accepted untimed" cx="{x:.1f}" cy="{cy}" r="4" fill="none" '
+                       f'stroke="#1565c0">{tip}</circle>')
+        else:
+            d = f"M{x - s:.1f},{cy - s} L{x + s:.1f},{cy + s} M{x - s:.1f},{cy + s} L{x + s:.1f},{cy - s}"
+            out.append(f'<path class="marker rejected" d="{d}" stroke="#d32f2f" stroke-width="2">{tip}</path>')
+    if not evs:
+        out.append(f'<text x="{ML + pw / 2}" y="{mid}" text-anchor="middle" fill="#888">no candidates evaluated</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _title(result: dict) -> str:
+    """Report title: workload, target and device."""
+    r = {k: result.get(k) or "?" for k in ("workload", "target", "device")}
+    return f"kernelgate report: {r['workload']} on {r['target']} ({r['device']})"
+
+
+def _md_cell(s: Any) -> str:
+    """Text made safe for a markdown table cell: one line, no raw HTML, no column breaks."""
+    return " ".join(str(s).split()).replace("<", "&lt;").replace("|", "\\|")
+
+
+def render_markdown(result: dict, svg_name: str = "convergence.svg") -> str:
+    """report.md text."""
+    b = []
+    b += [f"# {_md_cell(_title(result))}", "", "## Summary", ""] + [f"- {_md_cell(s)}" for s in _summary(result)]
+    b += ["", "## Baselines", "", f"- eager: {_timing(result.get('eager'))}",
+          f"- torch.compile: {_timing(result.get('compile'))}"]
+    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup"]
+    rows = ["| " + " | ".join(_md_cell(r[k]) for k in cols) + " |" for r in _rows(result)]
+    head = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    b += ["", "## Candidates", ""] + (head + rows if rows else ["No candidates were evaluated."])
+    b += ["", "## Convergence", "", f"![best verified time per generation]({svg_name})"]
+    b += ["", "## Hardware and software", ""]
+    b += [f"- {_md_cell(k)}: {_md_cell(v)}" for k, v in _conditions(result)] or ["- (not recorded)"]
+    b += ["", "## Correctness check", "", CHECK_TEXT]
+    b += ["", "## Contract assumptions", ""]
+    b += [f"- {_md_cell(a)}" for a in result.get("contract") or []] or ["- (none recorded)"]
+    b += ["", "## Notes", ""] + ([f"- {_md_cell(n)}" for n in result.get("notes") or []] or ["- (none)"])
+    b += ["", "To reproduce: `bash reproduce.sh`", ""]
+    return "\n".join(b)
+
+
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"
+       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+       "th{background:#f3f3f3}tr.rejected td{color:#8a1c1c}tr.error td{color:#8a5a00}code{background:#f3f3f3}"
+       "p.kept{font-weight:bold}")
+
+
+def render_html(result: dict, svg: str) -> str:
+    """report.html text: self-contained, every user-derived string escaped."""
+    e = html.escape
+    ul = lambda items: "<ul>" + "".join(f"<li>{e(str(i))}</li>" for i in items) + "</ul>"  # noqa: E731
+    summ = "".join(f'<p class="kept">{e(s)}</p>' if "baseline is kept" in s else f"<p>{e(s)}</p>"
+                   for s in _summary(result))
+    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup"]
+    rows = "".join(f'<tr class="{e(r["verdict"])}">' + "".join(f"<td>{e(r[k])}</td>" for k in cols) + "</tr>"
+                   for r in _rows(result))
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
+    table = f"<table>{head}{rows}</table>" if rows else "<p>No candidates were evaluated.</p>"
+    cond = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _conditions(result))
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(_title(result))}</title>",
+        f"<style>{CSS}</style></head><body>", f"<h1>{e(_title(result))}</h1>", "<h2>Summary</h2>", summ,
+        "<h2>Baselines</h2>",
+        ul([f"eager: {_timing(result.get('eager'))}", f"torch.compile: {_timing(result.get('compile'))}"]),
+        "<h2>Candidates</h2>", table, "<h2>Convergence</h2>", svg,
+        "<h2>Hardware and software</h2>", f"<table>{cond}</table>" if cond else "<p>(not recorded)</p>",
+        "<h2>Correctness check</h2>", f"<p>{e(CHECK_TEXT)}</p>",
+        "<h2>Contract assumptions</h2>", ul(result.get("contract") or ["(none recorded)"]),
+        "<h2>Notes</h2>", ul(result.get("notes") or ["(none)"]),
+        "<p>To reproduce: <code>bash reproduce.sh</code></p>", "</body></html>", ""])
+
+
+def render_reproduce(reproduce_cmds: dict[str, str]) -> str:
+    """reproduce.sh text: one commented command per label."""
+    lines = ["#!/usr/bin/env bash", "set -euo pipefail", 'cd "$(dirname "$0")"']
+    for label, cmd in reproduce_cmds.items():
+        lines += ["", f"# {' '.join(str(label).split())}", str(cmd).rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(result: dict, out_dir: Path, *, reproduce_cmds: dict[str, str]) -> dict[str, Path]:
+    """Write report.md, report.html, convergence.svg and reproduce.sh into out_dir; return paths by file name."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    svg = convergence_svg(result)
+    texts = {"report.md": render_markdown(result), "report.html": render_html(result, svg),
+             "convergence.svg": svg, "reproduce.sh": render_reproduce(reproduce_cmds)}
+    paths = {}
+    for name, text in texts.items():
+        p = out_dir / name
+        p.write_text(text, encoding="utf-8")
+        paths[name] = p
+    os.chmod(paths["reproduce.sh"], 0o755)
+    return paths

@@ -1,0 +1,111 @@
+"""Each rewrite changes the graph where it applies, leaves it alone where it does not, and keeps the math."""
+import copy
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kernelgate.proposers.library import fx_rewrites as R
+
+
+def _check(model, xs, rewrite, expect_n, atol=1e-5):
+    model = model.eval()
+    gm = fx.symbolic_trace(copy.deepcopy(model))
+    n = rewrite(gm)
+    assert n == expect_n
+    with torch.no_grad():
+        torch.testing.assert_close(gm(*xs), model(*xs), atol=atol, rtol=1e-5)
+    return gm
+
+
+class Pool(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.pool = nn.AvgPool2d(**kw)
+
+    def forward(self, x):
+        return self.pool(x) * 2
+
+
+@pytest.mark.parametrize("kw, n", [
+    (dict(kernel_size=2), 1),
+    (dict(kernel_size=3, stride=2, padding=1), 1),
+    (dict(kernel_size=3, stride=1, padding=1, count_include_pad=False), 0),
+    (dict(kernel_size=3, ceil_mode=True), 0),
+])
+def test_avgpool_as_conv(kw, n):
+    _check(Pool(**kw), [torch.randn(2, 5, 11, 13)], R.kg_rewrite_avgpool, n)
+
+
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.lin = nn.Linear(8, 4)
+        self.bn1 = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+        return self.bn1(self.lin(y))
+
+
+def test_fold_bn_and_refold_after_new_parameters():
+    m = ConvBN().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+        m.bn.running_var.mul_(2.0)
+    x = torch.randn(4, 3, 9, 9)
+    gm = _check(m, [x], R.kg_rewrite_fold_bn, 2)
+    assert "kg_conv_bn" in gm.code
+    # new parameters loaded in place must be picked up (cached folds keyed on versions)
+    sd = {k: v + 0.05 if v.is_floating_point() else v for k, v in m.state_dict().items()}
+    m.load_state_dict(sd)
+    gm.load_state_dict(sd)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+
+
+class Attn(nn.Module):
+    def __init__(self, d, div):
+        super().__init__()
+        self.d, self.div = d, div
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1)
+        s = s / (self.d ** 0.5) if self.div else s * (1.0 / self.d ** 0.5)
+        return torch.softmax(s, dim=-1) @ v
+
+
+class NotAttn(nn.Module):
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1)
+        return torch.softmax(s, dim=-2) @ v            # softmax over the wrong axis: not attention
+
+
+@pytest.mark.parametrize("div", [True, False])
+def test_sdpa(div):
+    xs = [torch.randn(2, 3, 16, 8) for _ in range(3)]
+    gm = _check(Attn(8, div), xs, R.kg_rewrite_sdpa, 1)
+    assert "scaled_dot_product_attention" in gm.code and "softmax" not in gm.code
+
+
+def test_sdpa_leaves_other_patterns():
+    _check(NotAttn(), [torch.randn(2, 16, 8) for _ in range(3)], R.kg_rewrite_sdpa, 0)
+
+
+class TwoLinear(nn.Module):
+    def __init__(self, a, b, c):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(a, b), nn.Linear(b, c)
+
+    def forward(self, x):
+        return self.l2(self.l1(x))
+
+
+def test_merge_linear_only_when_it_saves_work():
+    _check(TwoLinear(64, 256, 64), [torch.randn(8, 64)], R.kg_rewrite_merge_linear, 1, atol=1e-4)
+    _check(TwoLinear(256, 16, 256), [torch.randn(8, 256)], R.kg_rewrite_merge_linear, 0)

@@ -1,0 +1,183 @@
+import math
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+
+from kernelgate.records import (Candidate, Evaluation, OptimizeResult, Reason, Speedup, Status, Timing,
+                                Verdict)
+from kernelgate.report import best_per_generation, convergence_svg, write_report
+
+CMDS = {"verify the best candidate": "kernelgate verify examples/rowsoftmax.py optimized.py --target cuda",
+        "bench against eager and torch.compile": "kernelgate bench examples/rowsoftmax.py optimized.py"}
+OK = Verdict(Status.ACCEPTED, Reason.OK, "all checks passed")
+
+
+def _timing(ms, kind="candidate", spread=0.02):
+    return Timing(kind, (ms * 0.99, ms, ms * 1.01), ms * 1.05, ms, spread, kind)
+
+
+def _cand(i, strategy, gen, parent=None):
+    return Candidate(id=f"{i:02d}" + "abcdef0123456789" * 4, strategy=strategy, source="class ModelNew: ...",
+                     parent=parent, generation=gen)
+
+
+def _result(strategies=("runtime:cudagraph", "rewrite:fused-softmax", "triton:row-softmax"), best=True, **kw):
+    """Gen 0: two accepted + one rejected; gen 1: one accepted refinement of candidate 0."""
+    base = _timing(2.0, "compile")
+    c = [_cand(0, strategies[0], 0), _cand(1, strategies[1], 0), _cand(2, strategies[2], 0),
+         _cand(3, strategies[0] + "+tuned", 1, parent=_cand(0, strategies[0], 0).id)]
+    bad = Verdict(Status.REJECTED, Reason.MISMATCH, "max abs error 3.1e-02 > tolerance 1.2e-04 at [0, 17]\ntrial 3 of 8")
+    ev = (Evaluation(c[0], OK, _timing(1.6), base, Speedup(1.25, 1.2, 1.3, 1.05, True)),
+          Evaluation(c[1], OK, _timing(1.9), base, Speedup(1.05, 0.98, 1.1, 1.05, False)),
+          Evaluation(c[2], bad),
+          Evaluation(c[3], OK, _timing(4 / 3), base, Speedup(1.5, 1.4, 1.6, 1.05, True)))
+    args = dict(workload="examples/rowsoftmax.py", target="cuda", device="cuda:0", baseline_kind="compile",
+                baseline_ms=2.0, eager=_timing(3.0, "eager", 0.031), compiled=base,
+                best=ev[3] if best else None, final=Speedup(1.5, 1.4, 1.6, 1.05, True) if best else None,
+                best_ms=4 / 3 if best else 2.0, evaluations=ev,
+                conditions={"gpu": "NVIDIA H200", "driver": "550.54", "torch": "2.13.0", "triton": "3.4.0",
+                            "python": "3.12.3", "cuda": "12.8", "platform": "Linux-x86_64",
+                            "command": "kernelgate optimize examples/rowsoftmax.py"},
+                contract=("precision: the reference's own", "no in-place writes, no aliasing"),
+                notes=("search stopped after 2 generations without improvement",), seconds=12.5)
+    args.update(kw)
+    return OptimizeResult(**args).to_json()
+
+
+def _markers(svg_text):
+    root = ET.fromstring(svg_text)
+    return [el for el in root.iter() if "marker" in (el.get("class") or "").split()]
+
+
+def test_all_files_written_and_self_contained(tmp_path):
+    paths = write_report(_result(), tmp_path / "out", reproduce_cmds=CMDS)
+    assert set(paths) == {"report.md", "report.html", "reproduce.sh", "convergence.svg"}
+    for p in paths.values():
+        assert p.parent == tmp_path / "out" and p.stat().st_size > 200
+    md, page = paths["report.md"].read_text(), paths["report.html"].read_text()
+    assert "](convergence.svg)" in md
+    assert page.count("<svg") == 1 and "<style>" in page
+    assert "<link" not in page and "src=" not in page and "<script" not in page
+    for text in (md, page, paths["reproduce.sh"].read_text()):
+        assert str(tmp_path) not in text
+
+
+def test_markdown_lists_every_candidate_with_reasons(tmp_path):
+    md = write_report(_result(), tmp_path, reproduce_cmds=CMDS)["report.md"].read_text()
+    assert "# kernelgate report: examples/rowsoftmax.py on cuda (cuda:0)" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 4
+    for row, strategy in zip(rows, ["runtime:cudagraph", "rewrite:fused-softmax", "triton:row-softmax",
+                                    "runtime:cudagraph+tuned"]):
+        assert strategy in row
+    assert "rejected" in rows[2] and "mismatch: max abs error 3.1e-02 > tolerance 1.2e-04" in rows[2]
+    assert "trial 3 of 8" not in md  # only the message's first line
+    assert "00abcdef" in rows[3] and "(best)" in rows[3] and "(best)" not in "".join(rows[:3])
+    assert "1.25x" in rows[0] and "1.6 ms" in rows[0] and "| - | - |" in rows[2]
+
+
+def test_summary_speedup_ci_baselines_conditions(tmp_path):
+    paths = write_report(_result(), tmp_path, reproduce_cmds=CMDS)
+    for text in (paths["report.md"].read_text(), paths["report.html"].read_text()):
+        assert "Baseline: compile at 2 ms" in text
+        assert "Speedup: 1.50x, 95% CI [1.40, 1.60] (claimed" in text
+        assert "eager: 3 ms (±3.1%)" in text and "torch.compile: 2 ms (±2.0%)" in text
+        for value in ("NVIDIA H200", "550.54", "2.13.0", "3.4.0", "3.12.3", "12.8", "kernelgate optimize"):
+            assert value in text
+        assert "fp64 oracle" in text and "docs/GATE.md" in text
+        assert "no in-place writes, no aliasing" in text and "search stopped after 2 generations" in text
+        assert "baseline is kept" not in text
+
+
+def test_unclaimed_speedup_is_said(tmp_path):
+    r = _result(final=Speedup(1.04, 0.99, 1.09, 1.05, False))
+    md = write_report(r, tmp_path, reproduce_cmds={})["report.md"].read_text()
+    assert "95% CI [0.99, 1.09] (not claimed" in md
+
+
+def test_svg_markers_baseline_and_step_line(tmp_path):
+    r = _result()
+    paths = write_report(r, tmp_path, reproduce_cmds=CMDS)
+    svg = paths["convergence.svg"].read_text()
+    markers = _markers(svg)
+    assert len(markers) == len(r["evaluations"]) == 4
+    kinds = [m.get("class").split()[1] for m in markers]
+    assert kinds == ["accepted", "accepted", "rejected", "accepted"]
+    rejected = markers[2]
+    assert rejected.tag.endswith("path") and rejected.get("stroke") == "#d32f2f"
+    # the rejected cross is above (smaller y) than every accepted point
+    assert all(float(m.get("cy")) > float(rejected.get("d").split(",")[1].split()[0]) for m in markers if m.tag.endswith("circle"))
+    # the faster accepted candidate sits lower on the plot
+    assert float(markers[3].get("cy")) > float(markers[0].get("cy")) > float(markers[1].get("cy"))
+    root = ET.fromstring(svg)
+    assert any(el.get("class") == "baseline" and el.get("stroke-dasharray") for el in root.iter())
+    assert any(el.get("class") == "best" for el in root.iter())
+    page = paths["report.html"].read_text()
+    inline = page[page.index("<svg"): page.index("</svg>") + len("</svg>")]
+    assert len(_markers(inline)) == 4
+
+
+def test_best_per_generation_is_a_nonincreasing_step():
+    r = _result()
+    assert best_per_generation(r["evaluations"]) == {0: 1.6, 1: 4 / 3}
+    assert best_per_generation([]) == {}
+    evs = r["evaluations"]
+    # a worse later generation keeps the earlier best
+    worse = dict(evs[3], timing=dict(evs[3]["timing"], median_ms=5.0))
+    assert best_per_generation([evs[0], worse]) == {0: 1.6, 1: 1.6}
+
+
+def test_user_strings_escaped_in_html(tmp_path):
+    evil = "<script>alert(1)</script>"
+    r = _result(strategies=(evil, "rewrite:a&b", "x|y"))
+    r["evaluations"][2]["verdict"]["message"] = "<img src=x onerror=alert(2)>"
+    r["notes"].append('"><b>note</b>')
+    paths = write_report(r, tmp_path, reproduce_cmds=CMDS)
+    page = paths["report.html"].read_text()
+    assert "<script" not in page and "<img" not in page and "<b>note" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "rewrite:a&amp;b" in page
+    ET.fromstring(paths["convergence.svg"].read_text())  # still well-formed XML
+    md = paths["report.md"].read_text()
+    assert "<script" not in md and "x\\|y" in md
+
+
+def test_no_best_candidate_keeps_baseline(tmp_path):
+    r = _result(best=False)
+    paths = write_report(r, tmp_path, reproduce_cmds=CMDS)
+    for text in (paths["report.md"].read_text(), paths["report.html"].read_text()):
+        assert "No candidate beat the faster baseline (compile); the baseline is kept." in text
+        assert "Speedup:" not in text and "(best)" not in text
+
+
+def test_reproduce_script(tmp_path):
+    p = write_report(_result(), tmp_path, reproduce_cmds=CMDS)["reproduce.sh"]
+    assert os.stat(p).st_mode & 0o777 == 0o755
+    lines = p.read_text().splitlines()
+    assert lines[:3] == ["#!/usr/bin/env bash", "set -euo pipefail", 'cd "$(dirname "$0")"']
+    for label, cmd in CMDS.items():
+        i = lines.index(f"# {label}")
+        assert lines[i + 1] == cmd
+    assert subprocess.run(["bash", "-n", str(p)]).returncode == 0
+
+
+def test_robust_to_empty_and_nonfinite(tmp_path):
+    r = _result(evaluations=(), best=False, final=None, eager=None, compiled=None, conditions={}, contract=(),
+                notes=(), baseline_ms=math.nan, best_ms=math.inf)
+    paths = write_report(r, tmp_path, reproduce_cmds={})
+    md = paths["report.md"].read_text()
+    assert "Baseline: compile at - " in md and "eager: -" in md and "No candidates were evaluated." in md
+    assert not re.search(r"\b(nan|inf)\b", md) and "| # |" not in md
+    assert _markers(paths["convergence.svg"].read_text()) == []
+    # all rejected, no timings, missing keys
+    r = _result(best=False)
+    for ev in r["evaluations"]:
+        ev["verdict"]["status"], ev["timing"], ev["speedup"] = "rejected", None, None
+    del r["conditions"], r["eager"], r["speedup_ci"]
+    paths = write_report(r, tmp_path / "b", reproduce_cmds={})
+    markers = _markers(paths["convergence.svg"].read_text())
+    assert [m.get("class") for m in markers] == ["marker rejected"] * 4
+    assert "(not recorded)" in paths["report.md"].read_text()
+    assert write_report({}, tmp_path / "c", reproduce_cmds={})["report.html"].exists()
+    assert "kernelgate report: ? on ? (?)" in (tmp_path / "c" / "report.md").read_text()
+    assert _markers(convergence_svg({})) == []
