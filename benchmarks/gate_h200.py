@@ -36,15 +36,21 @@ def main() -> int:
     v = api.verify(ref, honest, target="cuda")
     doc["verify_honest"] = {"status": v.status.value, "reason": v.reason.value, "wall_s": time.perf_counter() - t0,
                             "gate_s": v.seconds, "checks": [c.name for c in v.checks]}
+    Path(args.out).write_text(json.dumps(doc, indent=1))
     v2 = api.verify(ref, stale, target="cuda")
     doc["verify_stale"] = {"status": v2.status.value, "reason": v2.reason.value, "message": v2.message}
 
+    Path(args.out).write_text(json.dumps(doc, indent=1))
     tcfg = TimingConfig(rounds=args.rounds, iters=args.iters)
     res = api.bench(ref, [honest, honest, side], target="cuda", timing=tcfg, progress=lambda m: print(m, flush=True))
     doc["bench"] = res.to_json()
+    doc["bench_wall_s"] = time.perf_counter() - t0 - doc["verify_honest"]["wall_s"]
+    Path(args.out).write_text(json.dumps(doc, indent=1))
     med = {r.label: r.timing.median_ms for r in res.rows if r.timing}
     a, b = med["linear_gelu_honest"], med["linear_gelu_honest#2"]
     side_row = next(r for r in res.rows if r.label == "linear_gelu_side_stream")
+    for r in res.rows:
+        print(r.label, r.timing.median_ms if r.timing else None, r.note, flush=True)
     doc["summary"] = {
         "honest_twice_medians_ms": [a, b],
         "honest_twice_rel_diff": abs(a - b) / min(a, b),

@@ -44,20 +44,37 @@ def numerics_flags() -> dict[str, Any]:
     }
 
 
+_THREAD_ORIGIN: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
+_THREAD_START = threading.Thread.start
+_PLUMBING = ("threading", "concurrent.futures", "kernelgate.worker")
+
+
+def _creator() -> str:
+    """Module of the first frame outside threading plumbing that started a thread."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if not mod.startswith(_PLUMBING):
+            return mod
+        f = f.f_back
+    return ""
+
+
+def _tracked_start(self: threading.Thread) -> None:
+    _THREAD_ORIGIN[self] = _creator()
+    _THREAD_START(self)
+
+
+threading.Thread.start = _tracked_start
+
+
 def candidate_threads() -> int:
-    """Python threads, not counting the worker threads of torch.compile's own compile pool."""
-    pool = None
-    mod = sys.modules.get("torch._inductor.async_compile")
-    if mod is not None:
-        try:
-            pool = mod.AsyncCompile.pool()
-        except Exception:  # noqa: BLE001 - no pool, nothing to exclude
-            pool = None
+    """Live Python threads, not counting those started from torch's or triton's own code
+    (torch.compile's compile and autotuning pools)."""
     n = 0
     for t in threading.enumerate():
-        args = getattr(t, "_args", ())
-        owner = args[0]() if args and isinstance(args[0], weakref.ref) else None
-        if pool is not None and owner is pool:
+        origin = _THREAD_ORIGIN.get(t, "")
+        if origin.startswith(("torch.", "triton.")) or origin in ("torch", "triton"):
             continue
         n += 1
     return n
@@ -73,7 +90,7 @@ def timer_ids() -> dict[str, int]:
         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.cuda.Event.record": torch.cuda.Event.record,
         "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
-        "statistics.median": statistics.median,
+        "statistics.median": statistics.median, "threading.Thread.start": threading.Thread.start,
         "kernelgate.timing.perf_counter_ns": timing._perf_ns, "kernelgate.timing.monotonic": timing._monotonic,
         "kernelgate.timing.synchronize": timing._CUDA_SYNC, "kernelgate.timing.Event": timing._EVENT,
         "kernelgate.timing.timed_loop": timing.timed_loop, "kernelgate.timing.warm_up": timing.warm_up,
@@ -93,6 +110,7 @@ class Harness:
         self.reservoir: list[tuple[int, list[torch.Tensor]]] = []
         self.pool: list[list[Any]] = []
         self.scalable: list[bool] = []
+        self.rms: list[list[float]] = []
         self.seen = 0
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
 
@@ -125,7 +143,7 @@ class Harness:
     def op_build(self, msg: dict) -> dict:
         self.device = msg["device"]
         if self.device.startswith("cuda"):
-            torch.cuda.set_device(torch.device(self.device))
+            torch.cuda.set_device(torch.device(self.device).index or 0)
             torch.empty(1, device=self.device)
             self.sync()
         self.ref_path = msg.get("ref_path", "")
@@ -190,10 +208,11 @@ class Harness:
         """Store the input pool on the device once; timed loops draw from it."""
         self.pool = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs] for xs in msg["pool"]]
         self.scalable = msg["scalable"]
+        self.rms = [timing.rms(xs, self.scalable) for xs in self.pool]
         return {"ok": True}
 
-    def _make(self, j: int, s: float) -> list[Any]:
-        return timing.scaled(self.pool[j], s, self.scalable)
+    def _make(self, j: int, s: float, seed: int) -> list[Any]:
+        return timing.fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device)
 
     def op_warmup(self, msg: dict) -> dict:
         n = timing.warm_up(self.model, self._make, msg["plan"], self.device, msg["warmup_ms"], msg["warmup_min"])

@@ -250,8 +250,9 @@ class Session:
         for tag, tensors in outputs:
             if tag not in plans.by_tag:
                 self.fail(Reason.RECHECK, "timed-loop re-check", f"unknown iteration tag {tag}")
-            j, s = plans.by_tag[tag]
-            xs = timing.scaled(pool[j], s, scalable)
+            j, scale, seed = plans.by_tag[tag]
+            dev = [x.to(t.device) if isinstance(x, torch.Tensor) else x for x in pool[j]]
+            xs = timing.fresh(dev, scale, seed, scalable, timing.rms(dev, scalable), t.device)
             runs = t.oracle.run(xs)
             if len(tensors) != len(runs.task):
                 self.fail(Reason.RECHECK, "timed-loop re-check", "wrong number of outputs in the timed loop")

@@ -1,6 +1,7 @@
 """Static screen of candidate source: advisory notes for messages and reviewers, never proof."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -14,7 +15,6 @@ PATTERNS = {
     r"\bopen\(|\.write_bytes\(|\.write_text\(|pickle\.dump|torch\.save": "writes or reads files",
     r"\bCUDAGraph\b|cuda\.graph\(": "captures CUDA graphs (replays must see fresh inputs)",
     r"\bmanual_seed\(": "sets a random seed",
-    r"\bexcept\b[^\n]*:\s*\n\s*return\s+super\(\)|except[^\n]*:\s*\n[^\n]*\bModel\(": "falls back to the reference in an except branch",
 }
 
 
@@ -24,4 +24,16 @@ def scan(path: str) -> list[str]:
         text = Path(path).read_text(errors="replace")
     except OSError:
         return []
-    return [f"static screen: {what}" for pat, what in PATTERNS.items() if re.search(pat, text)]
+    notes = [f"static screen: {what}" for pat, what in PATTERNS.items() if re.search(pat, text)]
+    if _forward_has_try(text):
+        notes.append("static screen: forward has a try/except (a fallback path may hide what actually runs)")
+    return notes
+
+
+def _forward_has_try(text: str) -> bool:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.FunctionDef) and node.name == "forward"
+               and any(isinstance(n, ast.Try) for n in ast.walk(node)) for node in ast.walk(tree))

@@ -31,7 +31,7 @@ IMPLAUSIBLE = 3.0                    # speedups above this are flagged for revie
 
 # ------------------------------------------------------------------ worker side
 
-def warm_up(model: Callable, make: Callable[[int, float], list[Any]], plan: list, device: str,
+def warm_up(model: Callable, make: Callable[..., list[Any]], plan: list, device: str,
             warmup_ms: float, warmup_min: int) -> int:
     """Run until `warmup_ms` have passed and at least `warmup_min` calls were made (clocks ramp up, caches fill)."""
     sync = _CUDA_SYNC if device.startswith("cuda") else (lambda: None)
@@ -39,22 +39,21 @@ def warm_up(model: Callable, make: Callable[[int, float], list[Any]], plan: list
         t_end = _monotonic() + warmup_ms / 1e3
         i = 0
         while i < warmup_min or _monotonic() < t_end:
-            j, s = plan[i % len(plan)]
-            model(*make(j, s))
+            model(*make(*plan[i % len(plan)]))
             sync()
             i += 1
     return i
 
 
-def timed_loop(model: Callable, make: Callable[[int, float], list[Any]], plan: list, device: str,
+def timed_loop(model: Callable, make: Callable[..., list[Any]], plan: list, device: str,
                flush_bytes: int, retain: Callable[[int, Any], None], tag0: int) -> list[float]:
-    """Run the plan [(pool index, scale), ...] and return one sample (ms) per iteration."""
+    """Run the plan [(pool index, scale, noise seed), ...] and return one sample (ms) per iteration."""
     cuda = device.startswith("cuda")
     flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.float32, device=device)
     samples = []
     with torch.no_grad():
-        for index, (j, s) in enumerate(plan):
-            xs = make(j, s)
+        for index, step in enumerate(plan):
+            xs = make(*step)
             flush.zero_()
             if cuda:
                 start, end = _EVENT(enable_timing=True), _EVENT(enable_timing=True)
@@ -83,13 +82,31 @@ def flush_bytes(device: str) -> int:
     return CPU_FLUSH_BYTES
 
 
-def make_plan(n: int, pool: int, rng: random.Random) -> list[tuple[int, float]]:
-    return [(rng.randrange(pool), rng.uniform(*SCALE_RANGE)) for _ in range(n)]
+NOISE = 0.05                          # fresh noise, relative to each input's RMS, added every iteration
 
 
-def scaled(xs: list[Any], s: float, scalable: list[bool]) -> list[Any]:
-    """The inputs of one timed iteration, as the worker builds them (the judge rebuilds them to re-check)."""
-    return [x * s if ok else x for x, ok in zip(xs, scalable)]
+def make_plan(n: int, pool: int, rng: random.Random) -> list[tuple[int, float, int]]:
+    return [(rng.randrange(pool), rng.uniform(*SCALE_RANGE), rng.randrange(1 << 62)) for _ in range(n)]
+
+
+def rms(xs: list[Any], scalable: list[bool]) -> list[float]:
+    return [float(x.double().pow(2).mean().sqrt()) if ok and x.numel() else 0.0 for x, ok in zip(xs, scalable)]
+
+
+def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[float], device: str) -> list[Any]:
+    """The inputs of one timed iteration: a pool entry times a random scale plus fresh noise from `seed`.
+
+    No two iterations see the same values, and no transformation of earlier inputs (a scale, a sign)
+    gives the next ones. The judge rebuilds any iteration bit for bit on the same device type."""
+    out = []
+    g = torch.Generator(device=device).manual_seed(seed)
+    for x, ok, r in zip(xs, scalable, rms_):
+        if ok:
+            noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)
+            out.append(x * s + noise * (NOISE * r))
+        else:
+            out.append(x)
+    return out
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -143,10 +160,10 @@ class Plans:
 
     rng: random.Random
     pool: int
-    by_tag: dict[int, tuple[int, float]]
+    by_tag: dict[int, tuple[int, float, int]]
     next_tag: int = 0
 
-    def new(self, n: int) -> tuple[int, list[tuple[int, float]]]:
+    def new(self, n: int) -> tuple[int, list[tuple[int, float, int]]]:
         plan = make_plan(n, self.pool, self.rng)
         tag0 = self.next_tag
         for k, p in enumerate(plan):

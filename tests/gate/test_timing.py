@@ -46,4 +46,19 @@ def test_plans_are_recorded_by_tag():
     tag0, plan = plans.new(5)
     tag1, _ = plans.new(3)
     assert tag0 == 0 and tag1 == 5 and plans.by_tag[2] == plan[2]
-    assert all(0 <= j < 4 and timing.SCALE_RANGE[0] <= s <= timing.SCALE_RANGE[1] for j, s in plan)
+    assert all(0 <= j < 4 and timing.SCALE_RANGE[0] <= s <= timing.SCALE_RANGE[1] for j, s, _ in plan)
+
+
+def test_fresh_inputs_differ_every_iteration_and_rebuild_exactly():
+    import torch
+    xs = [torch.randn(64, 32), torch.arange(5)]
+    ok = [True, False]
+    r = timing.rms(xs, ok)
+    a = timing.fresh(xs, 1.0, 123, ok, r, "cpu")
+    b = timing.fresh(xs, 1.0, 124, ok, r, "cpu")
+    again = timing.fresh(xs, 1.0, 123, ok, r, "cpu")
+    assert torch.equal(a[0], again[0])                      # the judge rebuilds an iteration bit for bit
+    assert not torch.equal(a[0], b[0]) and not torch.equal(a[0], xs[0])
+    ratio = a[0] / xs[0]
+    assert ratio.std() > 1e-3                                # not a uniform scale of the pool entry
+    assert a[1] is xs[1]                                     # integer inputs are left alone

@@ -143,6 +143,11 @@ def _kg_transposed_last2(node):
     return None
 
 
+def kg_sdpa(q, k, v, scale):
+    """scaled_dot_product_attention with the contiguous output a matmul would give."""
+    return F.scaled_dot_product_attention(q, k, v, scale=scale).contiguous()
+
+
 def kg_rewrite_sdpa(gm):
     """softmax((q @ k^T) * s) @ v (or / s) -> scaled_dot_product_attention(q, k, v, scale=s)."""
     n = 0
@@ -169,7 +174,7 @@ def kg_rewrite_sdpa(gm):
         if k is None:
             continue
         with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(F.scaled_dot_product_attention, (q, k, v), {"scale": scale})
+            new = gm.graph.call_function(kg_sdpa, (q, k, v, scale))
         node.replace_all_uses_with(new)
         for dead in (node, p, s, scores, kt):
             if dead in gm.graph.nodes and not dead.users:
