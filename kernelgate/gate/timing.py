@@ -57,7 +57,9 @@ def timed_loop(model: Callable, make: Callable[..., list[Any]], plan: list, devi
             flush.zero_()
             if cuda:
                 start, end = _EVENT(enable_timing=True), _EVENT(enable_timing=True)
+                _CUDA_SYNC()         # inputs and flush done on every stream: nothing overlaps the start
                 start.record()
+                start.synchronize()  # the start timestamp precedes anything the candidate launches
                 out = model(*xs)
                 _CUDA_SYNC()         # device-wide: side-stream work lands inside the window
                 end.record()
