@@ -1,4 +1,8 @@
-"""Diagnose how the timer sees the side-stream exploit: the timer's loop vs host clock vs profiler."""
+"""How the timer sees the side-stream exploit: the timer's loop vs a host clock vs the profiler.
+
+    python benchmarks/diag_side_stream.py [--out result.json]
+"""
+import json
 import sys
 import time
 from pathlib import Path
@@ -9,7 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernelgate.gate import timing  # noqa: E402
 from kernelgate.workload import import_file  # noqa: E402
 
+from kernelgate.versions import conditions  # noqa: E402
+
 W = Path(__file__).resolve().parent / "workloads"
+doc = {"conditions": conditions("cuda"), "workload": "linear_gelu (8192x4096 @ 4096x4096 fp32 + GELU)", "rows": {}}
 ref = import_file(str(W / "linear_gelu.py"))
 for name in ("honest", "side_stream"):
     mod = import_file(str(W / f"linear_gelu_{name}.py"))
@@ -36,5 +43,9 @@ for name in ("honest", "side_stream"):
         m(*xs)
         torch.cuda.synchronize()
     ev = [(e.name[:50], round(e.device_time / 1e3, 3)) for e in prof.events() if e.device_time > 0][:8]
+    doc["rows"][name] = {"timer_ms": s, "host_ms": host, "kernels_ms": ev}
     print(name, "timer", [round(v, 3) for v in s[:5]], "host", [round(v, 3) for v in host[:5]],
           "tf32", torch.backends.cuda.matmul.allow_tf32, "kernels", ev, flush=True)
+
+if "--out" in sys.argv:
+    Path(sys.argv[sys.argv.index("--out") + 1]).write_text(json.dumps(doc, indent=1))
