@@ -4,7 +4,7 @@ import math
 import torch
 import torch.nn as nn
 
-BATCH, HEADS, SEQ, DIM = 4, 8, 256, 64
+BATCH, HEADS, SEQ, DIM = 2, 8, 1024, 64
 
 
 class Model(nn.Module):

@@ -131,7 +131,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         search.close()
     if not search.timings:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small even for the baselines")
-    result = finalize(search, out_dir / "candidates", scfg.final_timing)
+    result = finalize(search)
     ref_source = Path(spec.path).read_text()
     (out_dir / "reference.py").write_text(ref_source)
     if result.best is not None:

@@ -1,7 +1,7 @@
 """Write the drop-in module: the best verified implementation behind guards, the reference otherwise."""
 from __future__ import annotations
 
-import json
+import pprint
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def emit(path: Path, candidate_source: str, ref_cls: str, device: str, input_set
     }
     header = (f'"""Optimized by kernelgate: {strategy}.\n\nImport in place of the original module; '
               f'load the original state_dict.\n"""\n')
-    guard = GUARD.replace("{ref_cls}", ref_cls).replace("json_verified", json.dumps(verified, indent=1))
+    guard = GUARD.replace("{ref_cls}", ref_cls).replace("json_verified", pprint.pformat(verified, width=100))
     path.write_text(header + candidate_source.rstrip() + "\n" + guard)
     return path
 

@@ -18,7 +18,7 @@ import torch
 from . import workload
 from .config import GateConfig, TimingConfig
 from .gate import bench as bench_mod
-from .gate.judge import Rejected, Session, Task, device_name, judge
+from .gate.judge import Rejected, Session, Task, device_name, judge_session
 from .gate import timing
 from .graph import analyse
 from .proposers import Context
@@ -42,7 +42,6 @@ class SearchConfig:
     per_generation: int = 4
     patience: int = 2                     # generations without improvement before a restart
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
-    final_timing: TimingConfig = TimingConfig(warmup_ms=300.0, rounds=10, iters=10)
 
 
 class OutOfBudget(Exception):
@@ -61,64 +60,63 @@ class Search:
         self.notes: list[str] = []
         self.base_label = ""
         self.timings: dict[str, Timing] = {}
-        self.base_session: Session | None = None
+        self.base_sessions: dict[str, Session] = {}
+        self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
         return self.budget.seconds - (time.monotonic() - self.t0)
 
     def check_budget(self) -> None:
-        if self.left() <= 0 or len(self.history) >= self.budget.candidates:
+        """Stop before an evaluation that would not finish in time (leaving room to confirm the best)."""
+        need = 0.0
+        if self.durations:
+            avg = sum(self.durations) / len(self.durations)
+            need = avg
+        if self.left() <= need or len(self.history) >= self.budget.candidates:
             raise OutOfBudget
 
     # ------------------------------------------------------------ baselines
     def baselines(self) -> None:
-        """Build eager and torch.compile workers and time them side by side; keep the faster one alive."""
-        sessions: dict[str, Session] = {}
+        """Build eager and torch.compile workers and time them side by side; both stay alive, so every
+        candidate is timed interleaved with both."""
         ref = self.task.ref.spec
         for name in bench_mod.BASELINES:
             s = Session(self.task, workload.Spec(ref.path, ref.cls), self.cfg, name, trusted=True)
             try:
                 self.say(f"baseline {name}: building")
                 s.build(compile_options={} if name == "compile" else None, baseline=True)
-                sessions[name] = s
+                self.base_sessions[name] = s
             except Rejected as r:
                 s.worker.close()
                 self.notes.append(f"baseline {name} unavailable: {r.check.detail.splitlines()[0]}")
-        if not sessions:
+        if not self.base_sessions:
             raise RuntimeError("no baseline could be built")
-        self.timings, _ = bench_mod.measure(self.task, sessions, self.cfg, self.scfg.timing, lambda m: None)
+        self.timings, _ = bench_mod.measure(self.task, dict(self.base_sessions), self.cfg, self.scfg.timing,
+                                            lambda m: None)
         self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
-        for name, s in sessions.items():
-            if name == self.base_label:
-                self.base_session = s
-            else:
-                s.worker.close()
-        b = self.timings[self.base_label]
-        self.say(f"baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
+        self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
                  + f"; faster: {self.base_label}")
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, c: Candidate) -> Evaluation:
         """Gate, then time against the faster baseline, interleaved; record in the store."""
+        t0 = time.monotonic()
         path = self.out_dir / "candidates" / f"{c.id}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
         spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
-        verdict = judge(self.task, spec, self.cfg)
+        verdict, s = judge_session(self.task, spec, self.cfg)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
-            s = Session(self.task, spec, self.cfg, c.id)
             try:
-                s.build()
-                assert self.base_session is not None
-                sessions = {self.base_label: self.base_session, c.id: s}
+                sessions = {**self.base_sessions, c.id: s}
                 timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, self.scfg.timing, lambda m: None)
                 if c.id in rejected:
                     ev = Evaluation(c, rejected[c.id])
                 else:
-                    ev = Evaluation(c, verdict, timings[c.id], timings[self.base_label],
-                                    timing.speedup(timings[self.base_label], timings[c.id]))
+                    base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
+                    ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]))
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
                                            message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
@@ -126,6 +124,7 @@ class Search:
                 s.worker.close()
         self.store.add_evaluation(self.run_id, ev)
         self.history.append(ev)
+        self.durations.append(time.monotonic() - t0)
         self.say(progress_line(len(self.history), ev, self.best()))
         return ev
 
@@ -176,8 +175,8 @@ class Search:
         return b.speedup.ratio if b else 1.0
 
     def close(self) -> None:
-        if self.base_session is not None:
-            self.base_session.worker.close()
+        for s in self.base_sessions.values():
+            s.worker.close()
 
 
 def progress_line(k: int, e: Evaluation, best: Evaluation | None) -> str:
@@ -191,37 +190,19 @@ def progress_line(k: int, e: Evaluation, best: Evaluation | None) -> str:
     return f"[{k}] {e.candidate.strategy:<52} {status}{b}"
 
 
-def finalize(search: Search, cands_dir: Path, tcfg: TimingConfig) -> OptimizeResult:
-    """Re-measure the best candidate against both baselines side by side in fresh processes."""
+def finalize(search: Search) -> OptimizeResult:
+    """The result: the best candidate (timed interleaved with both baselines), or the faster baseline."""
     t = search.task
     best = search.best()
-    final = None
-    eager = search.timings.get("eager")
-    compiled = search.timings.get("compile")
-    base_label, base_ms, best_ms = search.base_label, search.timings[search.base_label].median_ms, 0.0
+    eager, compiled = search.timings.get("eager"), search.timings.get("compile")
     if best is not None:
-        spec = workload.Spec(str((cands_dir / f"{best.candidate.id}.py").resolve()), workload.CANDIDATE_CLASS)
-        search.say(f"confirming the best ({best.candidate.strategy}) against eager and torch.compile")
-        res = bench_mod.bench(t, [spec], search.cfg, tcfg)
-        rows = {r.label: r for r in res.rows}
-        cand_row = next((r for r in res.rows if r.label not in bench_mod.BASELINES), None)
-        eager = rows["eager"].timing if "eager" in rows and rows["eager"].timing else eager
-        compiled = rows["compile"].timing if "compile" in rows and rows["compile"].timing else compiled
-        base_label = res.baseline or base_label
-        if cand_row is not None and cand_row.speedup is not None and cand_row.speedup.claimed:
-            final = cand_row.speedup
-            base_ms = rows[base_label].timing.median_ms
-            best_ms = cand_row.timing.median_ms
-        else:
-            why = cand_row.note if cand_row is not None else "not timed"
-            search.notes.append(f"the best candidate ({best.candidate.strategy}) did not hold its speedup when "
-                                f"re-measured against both baselines ({why or 'no claimable speedup'}); "
-                                "the baseline is kept")
-            best = None
-            if "eager" in rows or "compile" in rows:
-                base_ms = rows[base_label].timing.median_ms
-    if best is None:
-        best_ms = base_ms
+        base = best.baseline
+        base_label = base.label
+        base_ms, best_ms, final = base.median_ms, best.timing.median_ms, best.speedup
+    else:
+        base_label = search.base_label
+        base_ms = best_ms = search.timings[base_label].median_ms
+        final = None
     return OptimizeResult(
         workload=t.ref.spec.path, target=t.target, device=device_name(t.device), baseline_kind=base_label,
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best, final=final, best_ms=best_ms,

@@ -209,6 +209,7 @@ class Harness:
         self.pool = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs] for xs in msg["pool"]]
         self.scalable = msg["scalable"]
         self.rms = [timing.rms(xs, self.scalable) for xs in self.pool]
+        self.reservoir, self.seen = [], 0          # outputs of earlier loops belong to earlier plans
         return {"ok": True}
 
     def _make(self, j: int, s: float, seed: int) -> list[Any]:

@@ -14,7 +14,7 @@ from ..config import GateConfig, TimingConfig
 from ..records import BenchResult, BenchRow, Check, Reason, Status, Timing, Verdict
 from ..versions import conditions
 from . import timing
-from .judge import Rejected, Session, Task, device_name, judge, timing_pool
+from .judge import Rejected, Session, Task, device_name, judge_session, timing_pool
 
 log = logging.getLogger(__name__)
 
@@ -32,35 +32,34 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
         return BenchResult(task.ref.spec.path, task.target, device_name(task.device), "", (),
                            conditions(task.device), Status.ERROR, task.admission.detail)
     labels = _labels(cands)
-    for label, cand in zip(labels, cands):
-        say(f"verifying {label}")
-        v = judge(task, cand, cfg)
-        verdicts[label] = v
-        if not v.accepted:
-            rows[label] = BenchRow(label, None, v, None, f"{v.reason.value}: {v.message}")
     sessions: dict[str, Session] = {}
+    baseline_sessions: dict[str, Session] = {}
     ref_spec = task.ref.spec
     try:
+        for label, cand in zip(labels, cands):
+            say(f"verifying {label}")
+            v, s = judge_session(task, cand, cfg)        # verified and timed in the same process
+            verdicts[label] = v
+            if v.accepted:
+                sessions[label] = s
+            else:
+                rows[label] = BenchRow(label, None, v, None, f"{v.reason.value}: {v.message}")
         for name in baselines:
             s = Session(task, workload.Spec(ref_spec.path, ref_spec.cls), cfg, name, trusted=True)
             try:
                 say(f"building baseline {name}")
                 s.build(compile_options={} if name == "compile" else None, baseline=True)
-                sessions[name] = s
+                baseline_sessions[name] = s
             except Rejected as r:
                 s.worker.close()
                 rows[name] = BenchRow(name, None, None, None, f"unavailable: {r.check.detail.splitlines()[0]}")
-        if not sessions:
+        sessions = {**baseline_sessions, **sessions}     # baselines first
+        if not baseline_sessions:
             return BenchResult(ref_spec.path, task.target, device_name(task.device), "", tuple(rows.values()),
                                conditions(task.device), Status.ERROR, "no baseline could be built")
-        for label, cand in zip(labels, cands):
-            if verdicts[label].accepted:
-                s = Session(task, cand, cfg, label)
-                s.build()
-                sessions[label] = s
         timings, rejected = measure(task, sessions, cfg, tcfg, say)
     finally:
-        for s in sessions.values():
+        for s in {**baseline_sessions, **sessions}.values():
             s.worker.close()
     base_label = min((b for b in baselines if b in timings), key=lambda b: timings[b].median_ms)
     base = timings[base_label]

@@ -285,7 +285,15 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
 
 
 def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
-    """Full correctness gate for one candidate."""
+    """Full correctness gate for one candidate, in a process of its own."""
+    verdict, session = judge_session(task, cand, cfg)
+    session.worker.close()
+    return verdict
+
+
+def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig) -> tuple[Verdict, Session]:
+    """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
+    process can be timed next. The caller closes it."""
     t0 = time.perf_counter()
     s = Session(task, cand, cfg)
     s.checks.append(task.admission)
@@ -293,7 +301,7 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
     status, reason, message = Status.ACCEPTED, Reason.OK, "all checks passed"
     try:
         if not task.admission.ok:
-            return _verdict(task, cand, Status.ERROR, Reason.DEGENERATE, task.admission.detail, s, t0)
+            return _verdict(task, cand, Status.ERROR, Reason.DEGENERATE, task.admission.detail, s, t0), s
         s.checks.append(Check("contract", True, "; ".join(task.contract.assumptions())))
         s.build()
         s.trials()
@@ -309,9 +317,12 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
     except Rejected as r:
         s.checks.append(r.check)
         status, reason, message = Status.REJECTED, r.reason, f"{r.check.name}: {r.check.detail.splitlines()[0]}"
-    finally:
+    except BaseException:
         s.worker.close()
-    return _verdict(task, cand, status, reason, message, s, t0)
+        raise
+    if status is not Status.ACCEPTED:
+        s.worker.close()
+    return _verdict(task, cand, status, reason, message, s, t0), s
 
 
 def _verdict(task: Task, cand: workload.Spec, status: Status, reason: Reason, message: str, s: Session,
