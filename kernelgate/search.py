@@ -144,6 +144,12 @@ class Search:
         if not self.graph.traced:
             self.notes.append(self.graph.note)
         self.baselines()
+        if self.left() <= 0:
+            msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines; no candidate was tried "
+                   "(give a larger --budget)")
+            self.notes.append(msg)
+            self.say(msg)
+            raise OutOfBudget
         self.check_budget()
         generation = max((e.candidate.generation for e in self.history), default=-1) + 1
         stale, best_ratio = 0, self._best_ratio()

@@ -48,22 +48,24 @@ def _rewrite_source() -> str:
     return inspect.getsource(fx_rewrites).split('REWRITES = {')[0]
 
 
-def _render_rewrite(rewrite: str) -> Callable[[Context, dict[str, Any], str], str]:
-    fn = fx_rewrites.REWRITES[rewrite].__name__
-
-    def render(ctx: Context, params: dict[str, Any], tag: str) -> str:
-        body = f'''    def forward(self, *args):
+def _render_rewrites(rewrites: list[str], tag: str) -> str:
+    """One level that traces the level below once and applies every listed rewrite to the graph."""
+    calls = "\n".join(f"            {fx_rewrites.REWRITES[r].__name__}(gm)" for r in rewrites)
+    body = f'''    def forward(self, *args):
         gm = self.__dict__.get("_kg_gm_{tag}")
         if gm is None:
             base = __class__.__bases__[0]
             shadow = base.__new__(base)
             shadow.__dict__ = self.__dict__          # same parameters and submodules, the level below's forward
             gm = torch.fx.symbolic_trace(shadow)
-            {fn}(gm)
+{calls}
             object.__setattr__(self, "_kg_gm_{tag}", gm)  # not a submodule: state_dict keys unchanged
         return gm(*args)'''
-        return _FX_HEADER + _class(tag, body)
-    return render
+    return _FX_HEADER + _class(tag, body)
+
+
+def _render_rewrite(rewrite: str) -> Callable[[Context, dict[str, Any], str], str]:
+    return lambda ctx, params, tag: _render_rewrites([rewrite], tag)
 
 
 def _rewrite_applies(rewrite: str) -> Callable[[Context], bool]:
@@ -182,12 +184,16 @@ STRATEGIES: tuple[Strategy, ...] = (
 
 
 def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
-    """The strategy part of a candidate file for a stack of (strategy, params), bottom first."""
+    """The strategy part of a candidate file for a stack of (strategy, params), bottom first.
+    Rewrites sit at the bottom and share one traced graph; runtime and precision levels wrap them."""
     parts = ["import torch\nimport torch.fx\n", f"ModelNew = {ctx.reference_class}\n"]
-    if any(s.kind == "rewrite" for s, _ in levels):
+    rewrites = [s.name.split(":", 1)[1] for s, _ in levels if s.kind == "rewrite"]
+    if rewrites:
         parts.append(_rewrite_source())
-    for k, (s, params) in enumerate(levels):
-        parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
+        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(rewrites)})))
+    for k, (s, params) in enumerate(levels, start=1):
+        if s.kind != "rewrite":
+            parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
     return "\n".join(parts)
 
 

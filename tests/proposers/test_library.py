@@ -1,0 +1,103 @@
+"""The strategy library proposes real, runnable transformations that keep the reference's state_dict."""
+import random
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelgate.graph import analyse
+from kernelgate.proposers import Context
+from kernelgate.proposers.library import Library
+from kernelgate.proposers.library.fx_rewrites import REWRITES
+from kernelgate.records import Contract
+from kernelgate.workload import Spec, load_reference
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+CONVNET = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.AvgPool2d(2)
+    def forward(self, x):
+        return self.pool(torch.relu(self.bn(self.conv(x))))
+def get_inputs():
+    return [torch.randn(2, 3, 16, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+def _context(path: str, target="cpu", contract=Contract()):
+    ref = load_reference(Spec.parse(path, "Model"))
+    model = ref.build()
+    graph = analyse(model, None, REWRITES)
+    return ref, model, Context(Path(path).read_text(), "Model", target, "test", contract, graph, (), {})
+
+
+def _names(lib, ctx):
+    return {levels[0][0].name for levels in lib.singles(ctx)}
+
+
+def test_strategies_match_on_the_graph(write):
+    lib = Library()
+    _, _, att = _context(str(EXAMPLES / "attention.py"))
+    _, _, proj = _context(str(EXAMPLES / "projection.py"))
+    _, _, conv = _context(write("conv.py", CONVNET))
+    assert "rewrite:sdpa" in _names(lib, att) and "rewrite:merge-linear" not in _names(lib, att)
+    assert "rewrite:merge-linear" in _names(lib, proj)
+    assert {"rewrite:fold-bn", "rewrite:avgpool-as-conv"} <= _names(lib, conv)
+    assert not any(n.startswith(("runtime:cudagraph", "runtime:channels-last")) for n in _names(lib, conv))
+    _, _, conv_gpu = _context(write("conv2.py", CONVNET), target="cuda")
+    assert {"runtime:cudagraph", "runtime:channels-last", "runtime:cudnn-benchmark"} <= _names(lib, conv_gpu)
+    assert "precision" not in _names(lib, conv_gpu)
+    _, _, declared = _context(write("conv3.py", CONVNET), target="cuda", contract=Contract(precision=("bf16",)))
+    assert "precision" in _names(lib, declared)
+
+
+def _run(source: str, ref_model, xs):
+    ns: dict = {"__name__": "cand"}
+    exec(compile(source, "cand.py", "exec"), ns)
+    m = ns["ModelNew"]().eval()
+    m.load_state_dict(ref_model.state_dict(), strict=True)
+    with torch.no_grad():
+        return m(*xs), m
+
+
+@pytest.mark.parametrize("stack", [["rewrite:fold-bn"], ["rewrite:avgpool-as-conv"],
+                                   ["rewrite:fold-bn", "rewrite:avgpool-as-conv"]])
+def test_rendered_candidates_run_and_keep_the_state_dict(write, stack):
+    ref, model, ctx = _context(write("conv.py", CONVNET))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    lib = Library()
+    by_name = {lv[0][0].name: lv[0] for lv in lib.singles(ctx)}
+    cand = lib._make(ctx, [by_name[n] for n in stack], None, 0)
+    xs = ref.inputs(0)
+    out, m = _run(cand.source, model, xs)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(*xs), atol=1e-5, rtol=1e-5)
+    assert sorted(m.state_dict()) == sorted(model.state_dict())
+
+
+def test_explore_then_refine_stacks_on_the_best():
+    from kernelgate.records import Evaluation, Speedup, Status, Reason, Timing, Verdict
+    _, _, ctx = _context(str(EXAMPLES / "projection.py"))
+    lib = Library()
+    first = lib.propose(ctx, random.Random(0), 2, 0, "explore")
+    assert first and first[0].strategy.startswith("rewrite:")        # rewrites first
+    ok = Verdict(Status.ACCEPTED, Reason.OK, "ok")
+    t = Timing("c", (1.0,), 1.1, 1.0, 0.0)
+    hist = tuple(Evaluation(c, ok, t, t, Speedup(1.5, 1.4, 1.6, 1.02, True)) for c in first[:1])
+    ctx2 = Context(ctx.reference_source, "Model", "cpu", "test", Contract(), ctx.graph, hist, {})
+    refined = lib.propose(ctx2, random.Random(0), 3, 1, "refine")
+    assert refined and all(c.parent == first[0].id for c in refined)
+    assert all(c.strategy.startswith(first[0].strategy + " + ") for c in refined)
+    again = lib.propose(ctx2, random.Random(1), 10, 1, "explore")
+    assert first[0].id not in {c.id for c in again}                  # tried candidates are not proposed again

@@ -1,0 +1,114 @@
+"""optimize end to end on the CPU: files, a verified drop-in, fallbacks, the budget, --resume."""
+import importlib.util
+import json
+import sys
+
+import pytest
+import torch
+
+from kernelgate import api
+from kernelgate.config import TimingConfig
+from kernelgate.errors import KernelgateError
+from kernelgate.search import SearchConfig
+from kernelgate.store import Store
+
+PROJ = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d, mid):
+        super().__init__()
+        self.down = nn.Linear(d, mid)
+        self.up = nn.Linear(mid, d)
+    def forward(self, x):
+        return self.up(self.down(x))
+def get_inputs():
+    return [torch.randn(512, 256)]
+def get_init_inputs():
+    return [256, 192]
+"""
+FAST = SearchConfig(per_generation=2, timing=TimingConfig(warmup_ms=20, rounds=2, iters=5))
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(f"m{abs(hash(str(path)))}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("opt")
+    ref = d / "proj.py"
+    ref.write_text(PROJ)
+    store = str(d / "store.sqlite")
+    lines = []
+    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(d / "out"), store=store,
+                       progress=lines.append, search_config=FAST)
+    return d, ref, store, res, lines
+
+
+def test_writes_every_output(run):
+    d, _, _, res, lines = run
+    out = d / "out"
+    for name in ("optimized.py", "report.md", "report.html", "reproduce.sh", "result.json", "reference.py"):
+        assert (out / name).exists(), name
+    doc = json.loads((out / "result.json").read_text())
+    for key in ("baseline_ms", "baseline_kind", "best_ms", "speedup", "speedup_ci", "best_strategy", "candidates",
+                "accepted", "target", "device"):
+        assert key in doc
+    assert doc["baseline_kind"] in ("eager", "compile") and doc["candidates"] == 1
+    assert any(line.startswith("[1] rewrite:merge-linear") for line in lines)      # live progress
+    report = (out / "report.md").read_text()
+    assert "rewrite:merge-linear" in report and "Correctness" in report
+
+
+def test_emitted_module_is_a_verified_drop_in(run):
+    d, ref, store, res, _ = run
+    opt, orig = _load(d / "out" / "optimized.py"), _load(ref)
+    m0 = orig.Model(256, 192).eval()
+    m = opt.Model(256, 192).eval()
+    m.load_state_dict(m0.state_dict())                 # the original state_dict, strict
+    x = torch.randn(512, 256)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), m0(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(m(x[:7]), m0(x[:7]))       # unverified shape: reference path
+    assert opt._kg_fast_path_ok([x]) and not opt._kg_fast_path_ok([x[:7]])
+    assert not opt._kg_fast_path_ok([x.double()])
+    v = api.verify(str(ref), str(d / "out" / "optimized.py"), store=store)
+    assert v.accepted, v.message
+
+
+def test_resume_continues_without_re_evaluating(run):
+    d, ref, store, first, _ = run
+    lines = []
+    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=2, out=str(d / "out"), store=store,
+                       resume=True, progress=lines.append, search_config=FAST)
+    assert lines[0].startswith("resuming run") and "1 candidates already evaluated" in lines[0]
+    ids = [e.candidate.id for e in res.evaluations]
+    assert ids[0] == first.evaluations[0].candidate.id and len(ids) == 2 and len(set(ids)) == 2
+    run_id = json.loads((d / "out" / "run.json").read_text())["run_id"]
+    assert len(Store(store).evaluations(run_id)) == 2
+
+
+def test_resume_needs_a_previous_run(tmp_path, write):
+    ref = write("p.py", PROJ)
+    with pytest.raises(KernelgateError, match="run without --resume first"):
+        api.optimize(ref, out=str(tmp_path / "nothing"), resume=True)
+
+
+def test_tiny_budget_says_so_and_keeps_the_baseline(tmp_path, write):
+    ref = write("p.py", PROJ)
+    lines = []
+    res = api.optimize(ref, budget=1, out=str(tmp_path / "o"), progress=lines.append, search_config=FAST)
+    assert res.best is None and not res.evaluations
+    assert any("used up by the baselines" in n for n in res.notes)
+    assert (tmp_path / "o" / "optimized.py").exists()
+
+
+def test_budget_parsing():
+    assert api.parse_budget("90") == 90 and api.parse_budget("5m") == 300 and api.parse_budget("1h") == 3600
+    with pytest.raises(KernelgateError):
+        api.parse_budget("soon")
