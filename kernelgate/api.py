@@ -13,7 +13,7 @@ from .config import GateConfig, TimingConfig, gate_config
 from .errors import KernelgateError
 from .gate import bench as bench_mod
 from .gate.judge import judge, prepare
-from .records import BenchResult, Contract, Reason, Status, Verdict
+from .records import BenchResult, Contract, Reason, Verdict
 from .store import Row, Store
 
 

@@ -91,7 +91,8 @@ class Oracle:
         self.state0 = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
         self.model64 = copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()
-        self.low: dict[str, torch.nn.Module] = {}
+        self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs
+        self.as_dtype: dict[torch.dtype, torch.nn.Module] = {}   # copies for mutants
         for fmt, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
             if fmt in contract.precision:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
@@ -147,6 +148,15 @@ class Oracle:
         self.model64.load_state_dict(state, strict=True)
         for m in self.low.values():
             m.load_state_dict(state, strict=True)
+
+    def run_as(self, dtype: torch.dtype, xs: list[Any]) -> list[torch.Tensor]:
+        """The reference with its current parameters, computed entirely in `dtype` (for mutants)."""
+        model = self.as_dtype.get(dtype)
+        if model is None:
+            model = self.as_dtype[dtype] = copy.deepcopy(self.model).to(dtype)
+        model.load_state_dict(self.model.state_dict())
+        dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
+        return self._call(model, upcast(dev, dtype))
 
     def run(self, xs: list[Any]) -> Runs:
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import torch
 
 from . import workload
 from .config import GateConfig, TimingConfig

@@ -7,9 +7,8 @@ Run as `python -m kernelgate.worker FD`.
 from __future__ import annotations
 
 # Clocks are captured by gate/timing.py, imported before any candidate code.
-import time as _time
-
 import os  # noqa: E402
+import time as _time  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402

@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import os
 import sys
 import types
 from dataclasses import dataclass

@@ -1,12 +1,11 @@
 """Task admission: trivial mutants go through the same check first; if one passes, the task is degenerate."""
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 
-from ..oracle import Oracle, Runs, upcast
+from ..oracle import Oracle, Runs
 from ..records import Check
 from . import correctness
 
@@ -36,15 +35,7 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs) -> dict[str, list[torch.T
     low = lower_precision(oracle)
     if low is not None:
         name, dt = low
-        model = getattr(oracle, "_mutant_model", None)
-        if model is None:
-            model = oracle._mutant_model = copy.deepcopy(oracle.model).to(dt)
-        model.load_state_dict(oracle.model.state_dict())
-        dev = [x.to(oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
-        with torch.no_grad():
-            res = model(*upcast(dev, dt))
-        res = list(res) if isinstance(res, (tuple, list)) else [res]
-        out[f"reference in {name}"] = [r.to(b.dtype) for r, b in zip(res, task)]
+        out[f"reference in {name}"] = [r.to(b.dtype) for r, b in zip(oracle.run_as(dt, xs), task)]
     return out
 
 

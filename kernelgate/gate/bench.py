@@ -5,13 +5,12 @@ import logging
 import random
 import secrets
 import time
-from dataclasses import replace
 
 import torch
 
 from .. import workload
 from ..config import GateConfig, TimingConfig
-from ..records import BenchResult, BenchRow, Check, Reason, Status, Timing, Verdict
+from ..records import BenchResult, BenchRow, Reason, Status, Timing, Verdict
 from ..versions import conditions
 from . import timing
 from .judge import Rejected, Session, Task, device_name, judge_session, timing_pool

@@ -193,8 +193,11 @@ class Session:
             if meta["aliased"] and not t.contract.inplace:
                 self.fail(Reason.ALIASING, "no aliasing", f"{label} shares storage with an input ({name}); "
                           "declare inplace = true in the contract if intended")
+        after_all = reply.get("inputs_after")
+        if not isinstance(after_all, list) or len(after_all) != len(xs):
+            self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the worker did not hand back the inputs ({name})")
         if not t.contract.inplace:
-            for i, (before, after) in enumerate(zip(xs, reply.get("inputs_after", xs))):
+            for i, (before, after) in enumerate(zip(xs, after_all)):
                 if isinstance(before, torch.Tensor) and not bit_equal(before, after):
                     self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"input {i} was modified by the candidate ({name}); "
                               "declare inplace = true in the contract if intended")

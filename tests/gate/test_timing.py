@@ -1,7 +1,6 @@
 import random
 
 from kernelgate.gate import timing
-from kernelgate.records import Timing
 
 
 def _t(label, samples, wall=None):

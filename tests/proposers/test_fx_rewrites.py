@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.fx as fx
 import torch.nn as nn
-import torch.nn.functional as F
 
 from kernelgate.proposers.library import fx_rewrites as R
 

@@ -1,6 +1,5 @@
 """The strategy library proposes real, runnable transformations that keep the reference's state_dict."""
 import random
-import types
 from pathlib import Path
 
 import pytest

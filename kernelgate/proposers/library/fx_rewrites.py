@@ -5,7 +5,6 @@ verbatim (see library.py), so a candidate file stays self-contained; tests call 
 The helpers they insert cache derived weights keyed on the source tensors' versions, so new
 parameters loaded with load_state_dict are always picked up.
 """
-import math
 
 import torch
 import torch.fx
@@ -18,6 +17,17 @@ def _kg_versions(*ts):
 
 def _kg_users(node):
     return list(node.users)
+
+
+def _kg_fuse_pair(gm, first, second, fn):
+    """Replace module calls first -> second with fn(first's input, first module, second module)."""
+    with gm.graph.inserting_before(second):
+        a1 = gm.graph.get_attr(first.target)
+        a2 = gm.graph.get_attr(second.target)
+        new = gm.graph.call_function(fn, (first.args[0], a1, a2))
+    second.replace_all_uses_with(new)
+    gm.graph.erase_node(second)
+    gm.graph.erase_node(first)
 
 
 # ---------------------------------------------------------------- average pooling as a convolution
@@ -107,14 +117,7 @@ def kg_rewrite_fold_bn(gm):
             continue
         if not isinstance(conv, torch.nn.Linear) and conv.padding_mode != "zeros":
             continue
-        conv_get = src.target
-        with gm.graph.inserting_before(node):
-            c_attr = gm.graph.get_attr(conv_get)
-            b_attr = gm.graph.get_attr(node.target)
-            new = gm.graph.call_function(kg_conv_bn, (src.args[0], c_attr, b_attr))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
-        gm.graph.erase_node(src)
+        _kg_fuse_pair(gm, src, node, kg_conv_bn)
         n += 1
     if n:
         gm.graph.lint()
@@ -224,13 +227,7 @@ def kg_rewrite_merge_linear(gm):
         d_in, d_mid, d_out = l1.in_features, l1.out_features, l2.out_features
         if d_in * d_out > d_mid * (d_in + d_out):
             continue
-        with gm.graph.inserting_before(node):
-            a1 = gm.graph.get_attr(src.target)
-            a2 = gm.graph.get_attr(node.target)
-            new = gm.graph.call_function(kg_linear2, (src.args[0], a1, a2))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
-        gm.graph.erase_node(src)
+        _kg_fuse_pair(gm, src, node, kg_linear2)
         n += 1
     if n:
         gm.graph.lint()
