@@ -203,8 +203,7 @@ class Session:
                               "declare inplace = true in the contract if intended")
         worst = ""
         for k, (c, g, b) in enumerate(zip(out["tensors"], runs.oracle, runs.task)):
-            tol = correctness.derive(g.cpu(), {n: r[k].cpu() for n, r in runs.permitted.items()}, b.dtype)
-            chk = correctness.compare(c, g.cpu(), b.cpu(), tol, name)
+            chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, name)
             if not chk.ok:
                 reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
                 self.fail(reason, name, chk.detail + ("" if len(runs.task) == 1 else f" (output {k})"))
@@ -262,8 +261,7 @@ class Session:
             for k, (c, g, b) in enumerate(zip(tensors, runs.oracle, runs.task)):
                 if type(c) is not torch.Tensor or c.shape != b.shape or c.dtype != b.dtype:
                     self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {tag}: output {k} has the wrong kind")
-                tol = correctness.derive(g.cpu(), {n: r[k].cpu() for n, r in runs.permitted.items()}, b.dtype)
-                chk = correctness.compare(c, g.cpu(), b.cpu(), tol, "re-check")
+                chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, "re-check")
                 if not chk.ok:
                     self.fail(Reason.RECHECK, "timed-loop re-check",
                               f"output of timed iteration {tag} is wrong: {chk.detail}")
@@ -277,6 +275,13 @@ class Session:
                       f"{self.os_threads0} -> {now} after the first call")
         self.checks.append(Check("threads", True, f"{now} OS threads, unchanged since the first call; "
                                  "no Python threads started"))
+
+
+def _compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor],
+             label: str) -> Check:
+    """Tolerance and comparison on the oracle's device (the candidate's copy is moved there)."""
+    tol = correctness.derive(g, permitted, b.dtype)
+    return correctness.compare(c.to(g.device), g, b, tol, label)
 
 
 def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
