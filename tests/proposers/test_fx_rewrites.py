@@ -108,3 +108,23 @@ class TwoLinear(nn.Module):
 def test_merge_linear_only_when_it_saves_work():
     _check(TwoLinear(64, 256, 64), [torch.randn(8, 64)], R.kg_rewrite_merge_linear, 1, atol=1e-4)
     _check(TwoLinear(256, 16, 256), [torch.randn(8, 256)], R.kg_rewrite_merge_linear, 0)
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 8)
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.shared = nn.Linear(8, 8)
+
+    def forward(self, x, img):
+        y = self.lin(x) * 0.5
+        z = 2.0 * self.lin(x)
+        s = self.shared(y)
+        w = s / 4 + s                          # not folded: the layer output has two users
+        return y + z, self.conv(img) / 3.0, w
+
+
+def test_fold_scale():
+    gm = _check(Scaled(), [torch.randn(5, 16), torch.randn(2, 3, 9, 9)], R.kg_rewrite_fold_scale, 3)
+    assert sum(n.target is R.kg_scaled_layer for n in gm.graph.nodes) == 3

@@ -125,6 +125,59 @@ def kg_rewrite_fold_bn(gm):
     return n
 
 
+# ---------------------------------------------------------------- constant scale folded into conv / linear
+
+_KG_SCALED = {}
+
+
+def kg_scaled_layer(x, layer, scale):
+    """layer(x) * scale with the scale folded into the weight and bias."""
+    key = (id(layer), scale)
+    ver = _kg_versions(layer.weight, layer.bias)
+    hit = _KG_SCALED.get(key)
+    if hit is None or hit[0] != ver:
+        w = (layer.weight.double() * scale).to(layer.weight.dtype)
+        b = (layer.bias.double() * scale).to(layer.bias.dtype) if layer.bias is not None else None
+        hit = (ver, w, b)
+        _KG_SCALED[key] = hit
+    _, w, b = hit
+    if isinstance(layer, torch.nn.Linear):
+        return F.linear(x, w, b)
+    return layer._conv_forward(x, w, b)
+
+
+def kg_rewrite_fold_scale(gm):
+    """Linear/Conv followed by multiplication or division by a constant (and used only there): fold it."""
+    mods = dict(gm.named_modules())
+    kinds = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+    n = 0
+    for node in list(gm.graph.nodes):
+        if not _kg_is(node, "mul", "truediv") or len(node.args) != 2:
+            continue
+        a, c = node.args
+        if _kg_is(node, "mul") and isinstance(a, (int, float)) and not isinstance(c, (int, float)):
+            a, c = c, a
+        if not isinstance(c, (int, float)) or isinstance(c, bool) or c == 0:
+            continue
+        layer = mods.get(a.target) if getattr(a, "op", None) == "call_module" else None
+        if not isinstance(layer, kinds) or len(_kg_users(a)) != 1:
+            continue
+        if not isinstance(layer, torch.nn.Linear) and layer.padding_mode != "zeros":
+            continue
+        scale = float(c) if _kg_is(node, "mul") else 1.0 / float(c)
+        with gm.graph.inserting_before(node):
+            attr = gm.graph.get_attr(a.target)
+            new = gm.graph.call_function(kg_scaled_layer, (a.args[0], attr, scale))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(a)
+        n += 1
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
 # ---------------------------------------------------------------- attention to scaled_dot_product_attention
 
 def _kg_is(node, *names):
@@ -238,6 +291,7 @@ def kg_rewrite_merge_linear(gm):
 REWRITES = {
     "avgpool-as-conv": kg_rewrite_avgpool,
     "fold-bn": kg_rewrite_fold_bn,
+    "fold-scale": kg_rewrite_fold_scale,
     "sdpa": kg_rewrite_sdpa,
     "merge-linear": kg_rewrite_merge_linear,
 }

@@ -165,6 +165,8 @@ STRATEGIES: tuple[Strategy, ...] = (
              _render_rewrite("avgpool-as-conv"), doc="average pooling as a depthwise convolution"),
     Strategy("rewrite:fold-bn", "rewrite", _rewrite_applies("fold-bn"), _render_rewrite("fold-bn"),
              doc="eval-mode batch norm folded into the preceding conv/linear weights"),
+    Strategy("rewrite:fold-scale", "rewrite", _rewrite_applies("fold-scale"), _render_rewrite("fold-scale"),
+             doc="a constant scale after a conv/linear folded into its weights"),
     Strategy("rewrite:sdpa", "rewrite", _rewrite_applies("sdpa"), _render_rewrite("sdpa"),
              doc="matmul-softmax-matmul attention as scaled_dot_product_attention"),
     Strategy("rewrite:merge-linear", "rewrite", _rewrite_applies("merge-linear"), _render_rewrite("merge-linear"),
