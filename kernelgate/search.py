@@ -142,6 +142,11 @@ class Search:
         self.graph = analyse(self.task.oracle.model, self.task.oracle.ops, REWRITES)
         if not self.graph.traced:
             self.notes.append(self.graph.note)
+        else:
+            applied = {k: v for k, v in self.graph.patterns.items() if v}
+            where = ", ".join(f"{k} ({v} place{'s' if v > 1 else ''})" for k, v in applied.items())
+            self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
+                              "every other op is left as the reference wrote it (runtime configurations only)")
         self.baselines()
         if self.left() <= 0:
             msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines; no candidate was tried "
