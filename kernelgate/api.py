@@ -64,6 +64,22 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
     return result
 
 
+def explain_tolerance(ref: str, *, target: str = "cpu", contract: Contract | str | None = None,
+                      inputs: str | None = None) -> list:
+    """How the allowed error of each output is derived, on the workload's own inputs (one Derivation each)."""
+    from .gate import lowprec
+    spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
+    task = prepare(spec, target, _contract(contract))
+    o = task.oracle
+    xs = task.given
+    runs = o.run(xs)
+    dev = [x.to(task.device) if hasattr(x, "to") else x for x in xs]
+    k = lowprec.reduction_lengths(o.model, dev)
+    fmts = lowprec.formats_of(o.model, xs)
+    return [lowprec.explain(g, {n: r[i] for n, r in runs.permitted.items()}, b.dtype, reduction_length=k, formats=fmts)
+            for i, (g, b) in enumerate(zip(runs.oracle, runs.task))]
+
+
 def runs(limit: int = 20, store: Store | str | None = None) -> list[Row]:
     """Recent results from the store, newest first."""
     return _store(store).recent(limit)

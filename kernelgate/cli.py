@@ -61,6 +61,14 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     _contract_args(o)
     _common(o)
+    e = sub.add_parser("explain-tolerance", help="how the allowed error of each output is derived")
+    e.add_argument("ref")
+    _contract_args(e)
+    _common(e)
+    t = sub.add_parser("targets", help="known machine models and the detected device")
+    _common(t)
+    c = sub.add_parser("calibrate", help="measure this device's copy bandwidth and matmul rates, and store them")
+    _common(c)
     r = sub.add_parser("runs", help="recent results from the store")
     r.add_argument("--limit", type=int, default=20)
     _common(r)
@@ -139,10 +147,11 @@ def format_bench(res: BenchResult) -> str:
     if res.status.value == "error":
         return f"ERROR  {res.message}"
     lines = [f"{res.workload}  on {res.device}  (baseline: {res.baseline}; median of interleaved samples, cold L2)",
-             f"  {'implementation':<24} {'median ms':>10} {'spread':>8} {'n':>5} {'speedup':>8}  {'95% CI':<16} verdict"]
+             f"  {'implementation':<24} {'median ms':>10} {'spread':>8} {'n':>5} {'floor%':>7} {'speedup':>8}  "
+             f"{'95% CI':<16} verdict"]
     for r in res.rows:
         if r.timing is None:
-            lines.append(f"  {r.label:<24} {'-':>10} {'-':>8} {'-':>5} {'-':>8}  {'':<16} {r.note}")
+            lines.append(f"  {r.label:<24} {'-':>10} {'-':>8} {'-':>5} {'-':>7} {'-':>8}  {'':<16} {r.note}")
             continue
         t, sp = r.timing, r.speedup
         ratio = f"{sp.ratio:.3f}x" if sp else ""
@@ -150,8 +159,14 @@ def format_bench(res: BenchResult) -> str:
         verdict = r.note or ("")
         if sp:
             verdict = ("faster (claimed)" if sp.claimed else "not a claimable speedup") + (f"; {r.note}" if r.note else "")
-        lines.append(f"  {r.label:<24} {t.median_ms:>10.4g} {100 * t.spread:>7.2f}% {len(t.samples_ms):>5} {ratio:>8}  {ci:<16} {verdict}")
-    lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%)")
+        floor = f"{100 * r.floor_fraction:.1f}" if r.floor_fraction is not None else "-"
+        lines.append(f"  {r.label:<24} {t.median_ms:>10.4g} {100 * t.spread:>7.2f}% {len(t.samples_ms):>5} {floor:>7} "
+                     f"{ratio:>8}  {ci:<16} {verdict}")
+    lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%); "
+                 "floor% = roofline floor / median")
+    if res.conditions.get("floor"):
+        f = res.conditions["floor"]
+        lines.append(f"  floor {1e3 * f['seconds']:.4g} ms ({f['bound']}-bound on {f['machine']})")
     return "\n".join(lines)
 
 
@@ -174,6 +189,42 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    ds = api.explain_tolerance(args.ref, target=args.target, contract=_contract(args), inputs=args.inputs)
+    if args.json:
+        print(json.dumps([d.to_json() for d in ds], indent=1, default=str))
+    else:
+        for i, d in enumerate(ds):
+            print(f"output {i}:" if len(ds) > 1 else "output:")
+            print(d.to_text())
+    return 0
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from . import targets
+    if args.json:
+        print(json.dumps(targets.table(), indent=1, default=str))
+    else:
+        print(targets.format_table())
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from . import targets
+    from .gate.judge import resolve_device
+    device = resolve_device(args.target)
+    found = targets.calibrate(device)
+    name = targets.detect(device).name
+    path = targets.save_calibration(name, {k: v for k, v in found.items() if k != "conditions"})
+    if args.json:
+        print(json.dumps({"machine": name, "measured": found, "stored": str(path)}, indent=1, default=str))
+        return 0
+    print(f"{name}: " + ", ".join(f"{k} {v / 1e12:.3g} T{'B' if k == 'bandwidth' else 'FLOP'}/s"
+                                   for k, v in found.items() if isinstance(v, (int, float))))
+    print(f"stored in {path}; measured values take precedence over datasheet values")
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     rows = [r for r in api.runs(args.limit * 10 if args.target != "cpu" else args.limit, store=args.store)]
     if args.target and args.target != "any":
@@ -191,4 +242,5 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs}
+COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
+            "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain}

@@ -14,6 +14,20 @@ def store_path() -> Path:
     return base / "kernelgate" / "store.sqlite"
 
 
+def machines_path() -> Path:
+    """User machine-model overrides: KERNELGATE_MACHINES, else $XDG_CONFIG_HOME/kernelgate/machines.toml."""
+    if os.environ.get("KERNELGATE_MACHINES"):
+        return Path(os.environ["KERNELGATE_MACHINES"]).expanduser()
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kernelgate" / "machines.toml"
+
+
+def calibration_path() -> Path:
+    """Measured rates: KERNELGATE_CALIBRATION, else $XDG_CACHE_HOME/kernelgate/calibration.json."""
+    if os.environ.get("KERNELGATE_CALIBRATION"):
+        return Path(os.environ["KERNELGATE_CALIBRATION"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelgate" / "calibration.json"
+
+
 @dataclass(frozen=True)
 class GateConfig:
     """Knobs of the gate. Defaults are what `verify` uses."""

@@ -193,10 +193,11 @@ class BenchRow:
     verdict: Verdict | None = None
     speedup: Speedup | None = None
     note: str = ""
+    floor_fraction: float | None = None   # roofline floor / median (1.0 = at the floor)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "label": self.label,
+            "label": self.label, "floor_fraction": self.floor_fraction,
             "timing": self.timing.to_json() if self.timing else None,
             "verdict": self.verdict.to_json() if self.verdict else None,
             "speedup": self.speedup.to_json() if self.speedup else None,

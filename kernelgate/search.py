@@ -22,7 +22,7 @@ from .gate import timing
 from .graph import analyse
 from .proposers import Context
 from .proposers.library import Library
-from .proposers.library.fx_rewrites import REWRITES
+from .proposers.library.library import REWRITE_FNS
 from .records import Candidate, Evaluation, OptimizeResult, Status, Timing
 from .store import Store
 from .versions import conditions
@@ -139,7 +139,7 @@ class Search:
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
-        self.graph = analyse(self.task.oracle.model, self.task.oracle.ops, REWRITES)
+        self.graph = analyse(self.task.oracle.model, self.task.oracle.ops, REWRITE_FNS)
         if not self.graph.traced:
             self.notes.append(self.graph.note)
         else:

@@ -181,3 +181,22 @@ def test_bench_claims_and_flags_an_implausibly_large_speedup(write, capsys):
     row = doc["rows"][1]
     assert rc == 0 and row["speedup"]["ratio"] > 3
     assert row["speedup"]["claimed"] and row["speedup"]["flagged"] and "flagged for review" in row["note"]
+
+
+def test_targets_lists_machine_models(capsys):
+    rc, out, _ = run(capsys, "targets", "--json")
+    names = {m["name"] for m in json.loads(out)}
+    assert rc == 0 and {"h100-sxm", "h200", "a100", "b200", "apple-m4", "cpu"} <= names
+
+
+def test_explain_tolerance_shows_the_derivation(write, capsys):
+    rc, out, _ = run(capsys, "explain-tolerance", write("ref.py", REF))
+    assert rc == 0 and "unit roundoff" in out and "measured reference error" in out and "task dtype" in out
+
+
+def test_bench_reports_the_roofline_floor(write, capsys):
+    rc, out, _ = run(capsys, "bench", write("ref.py", REF), "--baselines", "eager", "--rounds", "2", "--iters", "3",
+                     "--warmup-ms", "10", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["conditions"]["floor"]["seconds"] > 0
+    assert 0 < doc["rows"][0]["floor_fraction"] <= 1.5

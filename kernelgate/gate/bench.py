@@ -64,7 +64,8 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     base = timings[base_label]
     for name in baselines:
         if name in timings:
-            rows[name] = BenchRow(name, timings[name], None, None, "faster baseline" if name == base_label else "")
+            rows[name] = BenchRow(name, timings[name], None, None, "faster baseline" if name == base_label else "",
+                                  _fraction(task, timings[name]))
     for label in labels:
         if label in rejected:
             rows[label] = BenchRow(label, timings.get(label), rejected[label], None,
@@ -72,10 +73,21 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
         elif label in timings:
             sp = timing.speedup(base, timings[label])
             note = "flagged for review: implausibly large speedup" if sp.flagged else ""
-            rows[label] = BenchRow(label, timings[label], verdicts[label], sp, note)
+            rows[label] = BenchRow(label, timings[label], verdicts[label], sp, note, _fraction(task, timings[label]))
     order = [b for b in baselines if b in rows] + labels
+    cond = conditions(task.device)
+    if task.floor is not None:
+        cond["floor"] = {"seconds": task.floor.floor_s, "bound": task.floor.bound, "machine": task.floor.machine,
+                         "derivation": task.floor.derivation}
     return BenchResult(ref_spec.path, task.target, device_name(task.device), base_label,
-                       tuple(rows[k] for k in order if k in rows), conditions(task.device))
+                       tuple(rows[k] for k in order if k in rows), cond)
+
+
+def _fraction(task: Task, t: Timing) -> float | None:
+    """Share of the roofline floor reached (1.0 = at the floor)."""
+    if task.floor is None or task.floor.floor_s <= 0 or t.median_ms <= 0:
+        return None
+    return task.floor.floor_s * 1e3 / t.median_ms
 
 
 def _labels(cands: list[workload.Spec]) -> list[str]:
@@ -145,6 +157,9 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             bad = timing.clock_mismatch(eager, timings[label])
             if bad:
                 s.fail(Reason.TIMER, "outside clock", bad)
+            if task.floor is not None and timings[label].median_ms < 0.9 * task.floor.safe_s * 1e3:
+                s.fail(Reason.TIMER, "roofline floor", f"median {timings[label].median_ms:.4g} ms is below the "
+                       f"memory floor {task.floor.safe_s * 1e3:.4g} ms on {task.floor.machine}: impossible")
             s.recheck(pool, scalable, plans)
             s.check_threads()
         except Rejected as r:

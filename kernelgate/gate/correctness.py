@@ -28,8 +28,8 @@ MAX_FACTOR, MEAN_FACTOR = 2.0, 1.5
 def unit_roundoff(dtype: torch.dtype) -> float:
     if dtype in UNIT_ROUNDOFF:
         return UNIT_ROUNDOFF[dtype]
-    if dtype.is_floating_point:          # fp8 formats
-        return 2.0 ** -(torch.finfo(dtype).nmant + 1)
+    if dtype.is_floating_point:          # fp8 formats: eps is 2^-(mantissa bits), u half of it
+        return torch.finfo(dtype).eps / 2
     return 0.0                           # integers and bool: exact
 
 

@@ -65,6 +65,7 @@ class Task:
     admission: Check
     given: list[Any]
     out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
+    floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
 
     @property
     def hash(self) -> str:
@@ -90,7 +91,18 @@ def prepare(spec: workload.Spec, target: str, contract: Contract) -> Task:
         xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng))), kind, rng, contract)
         trials.append((xs, oracle.run(xs)))
     adm = admission.admit(oracle, trials)
-    return Task(ref, oracle, contract, device, target, adm, given, out)
+    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract))
+
+
+def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):
+    """Roofline floor of the workload on this device (None, with a log line, when it cannot be counted)."""
+    from .. import roofline, targets
+    try:
+        precision = "tf32" if "tf32" in contract.precision else None
+        return roofline.floor(roofline.count(model, given), targets.machine(device), precision)
+    except Exception as e:  # noqa: BLE001 - the floor is a signal, never a reason to refuse a task
+        log.info("no roofline floor: %s", e)
+        return None
 
 
 @dataclass

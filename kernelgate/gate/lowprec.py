@@ -131,12 +131,12 @@ class Derivation:
         lines.append("measured reference error against the fp64 oracle:")
         lines += [f"  {r.run}: max {r.max:.4g}, mean {r.mean:.4g}, relative Frobenius {r.fro:.4g}"
                   + ("   <- sets the bound" if r.run == self.source else "") for r in self.runs]
-        b, fm, fn = self.beta, self.factor_max, self.factor_mean
+        b, fm, fn, d = self.beta, self.factor_max, self.factor_mean, self
         return "\n".join(lines + [
-            f"rule ({self.reason}): factor {fm:g} on max and Frobenius, {fn:g} on mean, floor beta*u, beta = {b:g}",
-            f"  max|C-G|      <= {fm:g} * {self.ref_max:.4g} + {b:g} * u * {self.scale_max:.4g} = {self.allowed_max:.4g}",
-            f"  mean|C-G|     <= {fn:g} * {self.ref_mean:.4g} + {b:g} * u * {self.scale_mean:.4g} = {self.allowed_mean:.4g}",
-            f"  ||C-G||/||G|| <= {fm:g} * {self.ref_fro:.4g} + {b:g} * u = {self.allowed_fro:.4g}"])
+            f"rule ({d.reason}): factor {fm:g} on max and Frobenius, {fn:g} on mean, floor beta*u, beta = {b:g}",
+            f"  max|C-G|      <= {fm:g} * {d.ref_max:.4g} + {b:g} * u * {d.scale_max:.4g} = {d.allowed_max:.4g}",
+            f"  mean|C-G|     <= {fn:g} * {d.ref_mean:.4g} + {b:g} * u * {d.scale_mean:.4g} = {d.allowed_mean:.4g}",
+            f"  ||C-G||/||G|| <= {fm:g} * {d.ref_fro:.4g} + {b:g} * u = {d.allowed_fro:.4g}"])
 
 
 _GRID = {"fp8e4m3", "fp8e5m2"} | {f.name for f in FORMATS.values() if f.exact}
@@ -196,19 +196,16 @@ def formats_of(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, torch
 
 # ------------------------------------------------------------------ reduction lengths
 
-def _k_of(name: str, args: tuple) -> int:
-    """Reduction length of one matmul/conv call, 0 for other ops."""
-    if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot"):
-        return int(args[0].shape[-1])
-    if name in ("addmm", "baddbmm", "addmv"):
-        return int(args[1].shape[-1])
-    if name == "addbmm":
-        return int(args[1].shape[0] * args[1].shape[-1])
-    if name in ("convolution", "_convolution"):
-        w, transposed, groups = args[1], bool(args[6]), int(args[8])
-        return int((w.shape[0] // groups if transposed else w.shape[1]) * math.prod(w.shape[2:]))
-    if name.startswith("_scaled_dot_product") or name == "scaled_dot_product_attention":
-        return int(max(args[0].shape[-1], args[1].shape[-2]))
+def _k_of(name: str, a: tuple) -> int:
+    """Reduction length of one matmul/conv/attention call, 0 for other ops."""
+    if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "addbmm"):
+        x = a[1] if name.startswith("add") or name == "baddbmm" else a[0]
+        return int(x.shape[-1] * (x.shape[0] if name == "addbmm" else 1))
+    if name in ("convolution", "_convolution"):     # (input, weight, bias, stride, pad, dil, transposed, opad, groups)
+        w = a[1]
+        return int((w.shape[0] // int(a[8]) if a[6] else w.shape[1]) * math.prod(w.shape[2:]))
+    if name.startswith("_scaled_dot_product"):
+        return int(max(a[0].shape[-1], a[1].shape[-2]))
     return 0
 
 
@@ -220,32 +217,29 @@ class _Rewrite(TorchDispatchMode):
         self.fn = fn
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = self.fn(func.overloadpacket.__name__, func, args, kwargs)
-        return func(*args, **kwargs) if out is NotImplemented else out
+        out = self.fn(func.overloadpacket.__name__, func, args, kwargs or {})
+        return func(*args, **(kwargs or {})) if out is NotImplemented else out
 
 
-def _run(fn: Callable, inputs: Sequence[Any], rewrite: Callable | None = None) -> Any:
-    """Call fn(*inputs) without autograd, optionally with its ops rewritten."""
-    with torch.no_grad():
-        if rewrite is None:
-            return fn(*inputs)
-        with _Rewrite(rewrite):
-            return fn(*inputs)
+def _run(fn: Callable, inputs: Sequence[Any], rewrite: Callable = lambda *a: NotImplemented) -> Any:
+    """Call fn(*inputs) without autograd, with its ops rewritten."""
+    with torch.no_grad(), _Rewrite(rewrite):
+        return fn(*inputs)
 
 
 def reduction_lengths(model: Callable, inputs: Sequence[Any]) -> int | None:
     """Largest reduction length K over the matmuls/convs/attention the model runs on `inputs`, None if none."""
-    seen: list[int] = []
+    seen = [0]
     _run(model, inputs, lambda name, f, a, k: seen.append(_k_of(name, a)) or NotImplemented)
-    return max(seen) if seen and max(seen) > 0 else None
+    return max(seen) or None
 
 
 # ------------------------------------------------------------------ steps on a quantization grid
 
 @dataclass(frozen=True)
 class StepCounts:
-    """Elements equal, one grid step apart, two or more apart (non-finite mismatches count as far), off the grid."""
+    """Elements equal, one grid step apart, two or more apart (non-finite mismatches and off-grid values count as
+    two or more), and how many were off the grid."""
 
     total: int
     equal: int
@@ -261,39 +255,34 @@ class StepCounts:
 
 def _ordinal(t: torch.Tensor) -> torch.Tensor:
     """Monotone integer index of float values: adjacent representable values differ by 1."""
-    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    bits = t.contiguous().view(ints).to(torch.int64)
-    width = 8 * t.element_size()
-    if width < 64:
-        bits = bits & ((1 << width) - 1)
-    sign = (bits >> (width - 1)) & 1 if width < 64 else (bits < 0).to(torch.int64)
-    mag = bits & ((1 << (width - 1)) - 1)
-    return torch.where(sign == 1, -mag, mag)
+    w = 8 * t.element_size()
+    bits = t.contiguous().view({8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[w]).to(torch.int64)
+    mag = bits & ((1 << (w - 1)) - 1)
+    return torch.where((bits < 0) | (bits >= (1 << (w - 1))), -mag, mag)
 
 
 def quant_steps(c: torch.Tensor, ref: torch.Tensor, scale: float | None = None,
                 zero_point: float | None = None) -> StepCounts:
-    """Count grid steps between c and ref: integers (step 1), floats without a scale (adjacent values), else scale."""
+    """Grid steps between c and ref: integers (step 1), fp8 or unscaled floats (adjacent values), else `scale`."""
     if c.shape != ref.shape:
         raise ValueError(f"shapes differ: {list(c.shape)} vs {list(ref.shape)}")
     off = torch.zeros(c.shape, dtype=torch.bool)
     if not c.is_floating_point():
-        steps, far = (c.to(torch.int64) - ref.to(torch.int64)).abs(), torch.zeros_like(off)
+        steps = (c.to(torch.int64) - ref.to(torch.int64)).abs()
     else:
         c64, r64 = c.double(), ref.double()
         fin = torch.isfinite(c64) & torch.isfinite(r64)
-        far = ~fin & ~((c64 == r64) | (torch.isnan(c64) & torch.isnan(r64)))
+        far = ~fin & (c64 != r64) & ~(torch.isnan(c64) & torch.isnan(r64))
         if scale is None or c.dtype in FP8:
             steps = (_ordinal(c) - _ordinal(ref.to(c.dtype))).abs()
-        else:
+        else:                                   # dequantized values (q - zero_point) * scale
             q = c64 / scale + (zero_point or 0.0)
             off = fin & ((q - q.round()).abs() > 1e-3)
-            steps = ((c64 - r64) / scale).round().abs().to(torch.int64)
-        steps = torch.where(fin, steps, torch.zeros_like(steps))
-        steps = torch.where(far, torch.full_like(steps, 2), steps)
-    return StepCounts(total=c.numel(), equal=int((steps == 0).sum()), one=int((steps == 1).sum()),
-                      two_plus=int((steps >= 2).sum()), max_steps=int(steps.max()) if steps.numel() else 0,
-                      off_grid=int(off.sum()))
+            far = far | off                     # a value off the grid is no step count at all
+            steps = ((c64 - r64) / scale).round().abs().nan_to_num().to(torch.int64)
+        steps = torch.where(far, 2, torch.where(fin, steps, 0))
+    return StepCounts(c.numel(), int((steps == 0).sum()), int((steps == 1).sum()), int((steps >= 2).sum()),
+                      int(steps.max()) if steps.numel() else 0, int(off.sum()))
 
 
 def check_requant(c: torch.Tensor, ref: torch.Tensor, allowed_one_step_fraction: float, *,
@@ -305,44 +294,43 @@ def check_requant(c: torch.Tensor, ref: torch.Tensor, allowed_one_step_fraction:
     msg = (f"{s.equal}/{s.total} equal, {s.one} one step ({s.one_fraction:.3%}, allowed "
            f"{allowed_one_step_fraction:.3%}), {s.two_plus} two or more (max {s.max_steps})")
     if s.off_grid:
-        return False, f"{s.off_grid} values off the quantization grid; " + msg
-    ok = s.two_plus == 0 and s.one_fraction <= allowed_one_step_fraction
-    return ok, msg
+        return False, f"{s.off_grid} values off the quantization grid; {msg}"
+    return s.two_plus == 0 and s.one_fraction <= allowed_one_step_fraction, msg
 
 
 # ------------------------------------------------------------------ perturbed and mutated references
 
 MATMULS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "convolution", "_convolution"}
 ARITH = MATMULS | {"mul", "div", "add", "sub", "rsub", "addcmul", "addcdiv", "sum", "mean", "exp", "log", "sqrt",
-                   "rsqrt", "reciprocal", "pow", "_softmax", "tanh", "sigmoid", "gelu", "silu", "matmul", "linear"}
+                   "rsqrt", "reciprocal", "pow", "_softmax", "tanh", "sigmoid", "gelu", "silu"}
 CLAMPS = {"clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_", "clip", "clip_",
           "hardtanh", "hardtanh_"}
 WORKING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 SAFETY, FLOOR = 4.0, 1e-3
 
 
-def _up(a: Any) -> Any:
-    """Float tensors to fp64, everything else unchanged."""
-    return a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+def _arith(name: str, out: Any) -> bool:
+    """A float arithmetic result in a working format (the values the mutations and perturbations touch)."""
+    return name in ARITH and isinstance(out, torch.Tensor) and out.dtype in WORKING
 
 
-def _perturb(seed: int) -> Callable:
-    """Matmuls recomputed in fp64 (another accumulation order) and every float arithmetic result moved by ~u."""
+def _perturb(seed: int, magnitude: float = 1.0) -> Callable:
+    """Matmuls recomputed in fp64 (another accumulation order), each float arithmetic result moved by up to 2u."""
     gen = torch.Generator().manual_seed(seed)
 
     def fn(name, func, args, kwargs):
-        out = func(*args, **kwargs)
-        if name not in ARITH or not isinstance(out, torch.Tensor) or out.dtype not in WORKING:
+        if name not in ARITH or not _arith(name, out := func(*args, **kwargs)):
             return NotImplemented if name not in ARITH else out
-        y = func(*map(_up, args), **kwargs).double() if name in MATMULS else out.double()
+        up = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        y = func(*up, **kwargs).double() if name in MATMULS else out.double()
         r = torch.rand(out.shape, generator=gen, dtype=torch.float64) * 2 - 1
-        return (y * (1 + 2 * _BY_DTYPE[out.dtype].u * r)).to(out.dtype)
+        return (y * (1 + 2 * magnitude * _BY_DTYPE[out.dtype].u * r)).to(out.dtype)
     return fn
 
 
 @dataclass(frozen=True)
 class Budget:
-    """One-step budget: fraction measured per perturbed run, the safety factor and floor, the result."""
+    """One-step budget: the fraction measured in each perturbed run, the safety factor and floor, the result."""
 
     fractions: tuple[float, ...]
     two_plus: int
@@ -352,16 +340,18 @@ class Budget:
 
 
 def measure_one_step(reference_fn: Callable, inputs: Sequence[Any], trials: int = 8, *, scale: float | None = None,
-                     zero_point: float | None = None, safety: float = SAFETY, floor: float = FLOOR) -> Budget:
+                     zero_point: float | None = None, magnitude: float = 1.0, safety: float = SAFETY,
+                     floor: float = FLOOR) -> Budget:
     """How often perturbing the reference's own arithmetic by ~u crosses a rounding boundary of its output."""
     ref = _run(reference_fn, inputs)
-    counts = [quant_steps(_run(reference_fn, inputs, _perturb(s)), ref, scale, zero_point) for s in range(trials)]
+    counts = [quant_steps(_run(reference_fn, inputs, _perturb(s, magnitude)), ref, scale, zero_point)
+              for s in range(trials)]
     fr = tuple(c.one_fraction for c in counts)
     return Budget(fr, sum(c.two_plus for c in counts), safety, floor, max(safety * max(fr), floor))
 
 
 def one_step_budget(reference_fn: Callable, inputs: Sequence[Any], trials: int = 8, **kw: Any) -> float:
-    """Default allowed fraction of one-step differences: SAFETY (4) x the measured fraction, at least FLOOR (1e-3)."""
+    """Default allowed fraction of one-step differences: SAFETY (4) x the largest measured fraction, >= FLOOR (1e-3)."""
     return measure_one_step(reference_fn, inputs, trials, **kw).budget
 
 
@@ -371,36 +361,26 @@ def honest_variant(reference_fn: Callable, inputs: Sequence[Any], seed: int = 10
 
 
 def _lower(name, func, args, kwargs):
-    """Float arithmetic results rounded to the next lower format (fp32 -> bf16, bf16/fp16 -> e4m3)."""
-    out = func(*args, **kwargs)
-    if name not in ARITH or not isinstance(out, torch.Tensor) or out.dtype not in WORKING:
+    """Float arithmetic results rounded to the next lower format (fp32/fp64 -> bf16, bf16/fp16 -> e4m3)."""
+    if not _arith(name, out := func(*args, **kwargs)):
         return out
-    low = torch.float8_e4m3fn if out.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
-    return out.to(low).to(out.dtype)
+    return out.to(torch.float8_e4m3fn if out.element_size() == 2 else torch.bfloat16).to(out.dtype)
 
 
 def _no_scale(name, func, args, kwargs):
-    """Scales dropped: in mul/div, scalar or broadcast float operands become 1."""
+    """Scales dropped: in mul/div, Python-number or broadcast float operands become 1."""
     if name not in ("mul", "div", "mul_", "div_"):
         return NotImplemented
     n = func(*args, **kwargs).numel()
-
-    def one(a):
-        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() < n:
-            return torch.ones_like(a)
-        return 1.0 if isinstance(a, float) else a
-    return func(*map(one, args), **kwargs)
-
-
-def _to_dtype(kwargs: dict) -> torch.dtype | None:
-    return kwargs.get("dtype")
+    return func(*[torch.ones_like(a) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() < n
+                  else 1.0 if isinstance(a, float) else a for a in args], **kwargs)
 
 
 def _truncate(name, func, args, kwargs):
     """Truncation toward zero instead of round-to-nearest-even (round, and casts to narrower floats)."""
     if name in ("round", "round_"):
         return torch.trunc(args[0])
-    dt = _to_dtype(kwargs)
+    dt = kwargs.get("dtype")
     if name != "_to_copy" or dt is None or not dt.is_floating_point or not args[0].is_floating_point():
         return NotImplemented
     x, y = args[0], func(*args, **kwargs)
@@ -408,29 +388,26 @@ def _truncate(name, func, args, kwargs):
         return y
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[dt.itemsize]
     away = torch.isfinite(y.double()) & (y.double().abs() > x.double().abs())
-    down = (y.view(ints).to(torch.int64) - 1).to(ints).view(dt)      # previous value toward zero
-    return torch.where(away, down, y)
+    return torch.where(away, (y.view(ints).to(torch.int64) - 1).to(ints).view(dt), y)   # one value toward zero
 
 
 def _no_saturation(name, func, args, kwargs):
     """Clamps removed; casts wrap (integers) or overflow (fp8: NaN for e4m3fn, inf for e5m2)."""
     if name in CLAMPS:
         return args[0].clone()
-    dt = _to_dtype(kwargs)
-    if name != "_to_copy" or dt is None or not args[0].is_floating_point():
+    x, dt = args[0], kwargs.get("dtype")
+    if name != "_to_copy" or dt is None or not x.is_floating_point() or dt == torch.bool:
         return NotImplemented
-    x = args[0]
-    if not dt.is_floating_point and dt != torch.bool:
-        bits = 8 * dt.itemsize
-        v = torch.nan_to_num(x.double()).trunc().to(torch.int64)
+    if not dt.is_floating_point and dt != torch.int64:
+        bits, v = 8 * dt.itemsize, torch.nan_to_num(x.double()).trunc().to(torch.int64)
         lo = 0 if dt == torch.uint8 else 1 << (bits - 1)
-        return ((v + lo) % (1 << bits) - lo).to(dt) if bits < 64 else v
-    if dt in FP8:
-        f = _BY_DTYPE[dt]
-        edge = f.max + 2.0 ** math.floor(math.log2(f.max)) * f.u          # half an ulp above the largest value
-        over = torch.copysign(torch.full_like(x, math.nan if dt == torch.float8_e4m3fn else math.inf), x)
-        return torch.where(x.abs() >= edge, over, x).to(dt)
-    return NotImplemented
+        return ((v + lo) % (1 << bits) - lo).to(dt)                      # two's-complement wrap-around
+    if dt not in FP8:
+        return NotImplemented
+    f = _BY_DTYPE[dt]
+    edge = f.max + 2.0 ** math.floor(math.log2(f.max)) * f.u            # half an ulp above the largest value
+    over = torch.copysign(torch.full_like(x, math.nan if dt == torch.float8_e4m3fn else math.inf), x)
+    return torch.where(x.abs() >= edge, over, x).to(dt)
 
 
 MUTATIONS = {"lower format": _lower, "dropped scale": _no_scale, "truncation": _truncate,

@@ -75,3 +75,5 @@ def test_unit_roundoff_table():
     assert correctness.unit_roundoff(torch.float32) == 2.0 ** -24
     assert correctness.unit_roundoff(torch.bfloat16) == 2.0 ** -8
     assert correctness.unit_roundoff(torch.int32) == 0.0
+    assert correctness.unit_roundoff(torch.float8_e4m3fn) == 2.0 ** -4
+    assert correctness.unit_roundoff(torch.float8_e5m2) == 2.0 ** -3

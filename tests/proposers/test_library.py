@@ -8,7 +8,7 @@ import torch
 from kernelgate.graph import analyse
 from kernelgate.proposers import Context
 from kernelgate.proposers.library import Library
-from kernelgate.proposers.library.fx_rewrites import REWRITES
+from kernelgate.proposers.library.library import REWRITE_FNS as REWRITES
 from kernelgate.records import Contract
 from kernelgate.workload import Spec, load_reference
 

@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 from ...records import Candidate
 from .. import Context, make_candidate
-from . import fx_rewrites
+from . import fx_rewrites, triton_kernels
+
+REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES}
 
 GPU = "cuda"
 
@@ -28,6 +30,7 @@ class Strategy:
     render: Callable[[Context, dict[str, Any], str], str]   # (ctx, params, class tag) -> body
     variants: Callable[[Context], list[dict[str, Any]]] = field(default=lambda ctx: [{}])
     doc: str = ""
+    rewrite: str = ""                           # key in REWRITE_FNS, for kind "rewrite"
 
 
 def _tag(name: str, params: dict[str, Any]) -> str:
@@ -44,13 +47,18 @@ def _class(tag: str, body: str) -> str:
 _FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the first call\n"
 
 
-def _rewrite_source() -> str:
-    return inspect.getsource(fx_rewrites).split('REWRITES = {')[0]
+def _rewrite_source(triton: bool) -> str:
+    """The rewrite functions, embedded verbatim so a candidate file is self-contained."""
+    src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
+    if triton:
+        src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
+    return src
 
 
-def _render_rewrites(rewrites: list[str], tag: str) -> str:
+def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str) -> str:
     """One level that traces the level below once and applies every listed rewrite to the graph."""
-    calls = "\n".join(f"            {fx_rewrites.REWRITES[r].__name__}(gm)" for r in rewrites)
+    calls = "\n".join(f"            {REWRITE_FNS[r].__name__}(gm{''.join(f', {k}={v!r}' for k, v in p.items())})"
+                      for r, p in rewrites)
     body = f'''    def forward(self, *args):
         gm = self.__dict__.get("_kg_gm_{tag}")
         if gm is None:
@@ -64,12 +72,17 @@ def _render_rewrites(rewrites: list[str], tag: str) -> str:
     return _FX_HEADER + _class(tag, body)
 
 
-def _render_rewrite(rewrite: str) -> Callable[[Context, dict[str, Any], str], str]:
-    return lambda ctx, params, tag: _render_rewrites([rewrite], tag)
+def _render_rewrite(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    raise AssertionError("rewrites are rendered together by render()")
 
 
-def _rewrite_applies(rewrite: str) -> Callable[[Context], bool]:
-    return lambda ctx: ctx.graph.patterns.get(rewrite, 0) > 0
+def _rewrite_applies(rewrite: str, gpu_only: bool = False) -> Callable[[Context], bool]:
+    return lambda ctx: ctx.graph.patterns.get(rewrite, 0) > 0 and (ctx.target == GPU or not gpu_only)
+
+
+def _rewrite(name: str, key: str, doc: str, gpu_only: bool = False,
+             variants: Callable[[Context], list[dict[str, Any]]] = lambda ctx: [{}]) -> Strategy:
+    return Strategy(name, "rewrite", _rewrite_applies(key, gpu_only), _render_rewrite, variants, doc, key)
 
 
 # ------------------------------------------------------------------ runtime configurations
@@ -161,16 +174,15 @@ def _has_conv(ctx: Context) -> bool:
 
 
 STRATEGIES: tuple[Strategy, ...] = (
-    Strategy("rewrite:avgpool-as-conv", "rewrite", _rewrite_applies("avgpool-as-conv"),
-             _render_rewrite("avgpool-as-conv"), doc="average pooling as a depthwise convolution"),
-    Strategy("rewrite:fold-bn", "rewrite", _rewrite_applies("fold-bn"), _render_rewrite("fold-bn"),
-             doc="eval-mode batch norm folded into the preceding conv/linear weights"),
-    Strategy("rewrite:fold-scale", "rewrite", _rewrite_applies("fold-scale"), _render_rewrite("fold-scale"),
-             doc="a constant scale after a conv/linear folded into its weights"),
-    Strategy("rewrite:sdpa", "rewrite", _rewrite_applies("sdpa"), _render_rewrite("sdpa"),
-             doc="matmul-softmax-matmul attention as scaled_dot_product_attention"),
-    Strategy("rewrite:merge-linear", "rewrite", _rewrite_applies("merge-linear"), _render_rewrite("merge-linear"),
-             doc="consecutive linear maps merged into one"),
+    _rewrite("rewrite:avgpool-as-conv", "avgpool-as-conv", "average pooling as a depthwise convolution"),
+    _rewrite("rewrite:fold-bn", "fold-bn", "eval-mode batch norm folded into the preceding conv/linear weights"),
+    _rewrite("rewrite:fold-scale", "fold-scale", "a constant scale after a conv/linear folded into its weights"),
+    _rewrite("rewrite:sdpa", "sdpa", "matmul-softmax-matmul attention as scaled_dot_product_attention"),
+    _rewrite("rewrite:merge-linear", "merge-linear", "consecutive linear maps merged into one"),
+    _rewrite("triton:softmax", "triton-softmax", "one-program-per-row Triton softmax (exp2, max subtraction)",
+             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"]),
+    _rewrite("triton:layernorm", "triton-layernorm", "one-program-per-row Triton LayerNorm",
+             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-layernorm"]),
     Strategy("runtime:compile", "runtime", lambda ctx: True, _render_compile, _compile_modes,
              doc="torch.compile with another mode"),
     Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph,
@@ -189,10 +201,10 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
     """The strategy part of a candidate file for a stack of (strategy, params), bottom first.
     Rewrites sit at the bottom and share one traced graph; runtime and precision levels wrap them."""
     parts = ["import torch\nimport torch.fx\n", f"ModelNew = {ctx.reference_class}\n"]
-    rewrites = [s.name.split(":", 1)[1] for s, _ in levels if s.kind == "rewrite"]
+    rewrites = [(s.rewrite, p) for s, p in levels if s.kind == "rewrite"]
     if rewrites:
-        parts.append(_rewrite_source())
-        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(rewrites)})))
+        parts.append(_rewrite_source(any(r.startswith("triton") for r, _ in rewrites)))
+        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(r for r, _ in rewrites)})))
     for k, (s, params) in enumerate(levels, start=1):
         if s.kind != "rewrite":
             parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
@@ -246,7 +258,8 @@ class Library:
             if base is None:
                 continue
             used = {s.name for s, _ in base}
-            extra = [lv[0] for lv in self.singles(ctx) if lv[0][0].name not in used]
+            extra = [lv[0] for lv in self.singles(ctx) if lv[0][0].name not in used
+                     and not (lv[0][0].rewrite and any(b.rewrite == lv[0][0].rewrite for b, _ in base))]
             rng.shuffle(extra)
             # a rewrite goes below runtime levels; a runtime level goes on top
             extra.sort(key=lambda sv: 0 if sv[0].kind == "rewrite" else 1)

@@ -1,0 +1,270 @@
+"""The Triton row kernels match torch, the rewrites replace the right nodes and keep the math, and
+unsupported cases fall back to torch.
+
+Without a GPU the kernels run in Triton's interpreter on CPU tensors. Triton reads TRITON_INTERPRET
+when a function is decorated with @triton.jit, and its own tl.max / tl.sum are @triton.jit functions
+decorated when triton is first imported: so the variable is set here, before the first import of
+triton, and only on machines without CUDA (it stays set for the session there). With a GPU the same
+tests run compiled kernels on CUDA tensors.
+"""
+import copy
+import os
+import sys
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+from kernelgate.proposers.library import triton_kernels as T  # noqa: E402
+
+
+@pytest.fixture
+def dev():
+    """Where the kernels run in this session: cpu (interpreter) or cuda."""
+    if T._KG_TR_INTERPRETED:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    pytest.skip("triton was imported before TRITON_INTERPRET=1 could be set, and there is no GPU")
+
+
+class _Spy:
+    """Counts launches of a kernel (kernel[grid](...))."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        self.launches += 1
+        return self.kernel[grid]
+
+
+@pytest.fixture
+def spy(dev, monkeypatch):
+    def _spy(name):
+        s = _Spy(getattr(T, name))
+        monkeypatch.setattr(T, name, s)
+        return s
+    return _spy
+
+
+def _softmax64(x, dim=-1):
+    return torch.softmax(x.double(), dim).to(x.dtype)
+
+
+# ---------------------------------------------------------------- kernels (interpreter on CPU, or CUDA)
+
+@pytest.mark.parametrize("shape", [(3, 1), (2, 7), (4, 128), (2, 1000), (2, 3, 7), (5,)])
+def test_softmax_kernel_matches_torch(dev, spy, shape):
+    s = spy("_kg_softmax_kernel")
+    torch.manual_seed(0)
+    x = torch.randn(*shape) * 30            # values beyond +-50: max subtraction must keep exp finite
+    x.view(-1)[0] = 80.0
+    x.view(-1)[-1] = -90.0
+    x = x.to(dev)
+    y = T.kg_triton_softmax(x, -1, 4)
+    assert s.launches == 1
+    assert y.shape == x.shape and y.dtype == x.dtype and y.is_contiguous() and y.device == x.device
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y, _softmax64(x), atol=1e-6, rtol=1e-5)
+
+
+def test_softmax_kernel_non_contiguous_and_half(dev, spy):
+    s = spy("_kg_softmax_kernel")
+    x = torch.randn(7, 6, device=dev).t()    # last-dim stride 7: copied to contiguous rows
+    torch.testing.assert_close(T.kg_triton_softmax(x, 1, 8), _softmax64(x), atol=1e-6, rtol=1e-5)
+    h = torch.randn(3, 33, device=dev).half()
+    y = T.kg_triton_softmax(h, -1, 4)
+    assert y.dtype == torch.float16
+    torch.testing.assert_close(y, _softmax64(h), atol=1e-3, rtol=1e-3)
+    assert s.launches == 2
+
+
+@pytest.mark.parametrize("n", [1, 7, 128, 1000])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layernorm_kernel_matches_torch(dev, spy, n, affine):
+    s = spy("_kg_layernorm_kernel")
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, n, device=dev) * 4 + 3
+    w = torch.randn(n, device=dev) if affine else None
+    b = torch.randn(n, device=dev) if affine else None
+    y = T.kg_triton_layernorm(x, (n,), w, b, 1e-5, 4)
+    assert s.launches == 1
+    ref = F.layer_norm(x.double(), (n,), None if w is None else w.double(), None if b is None else b.double(), 1e-5)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    torch.testing.assert_close(y, ref.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_layernorm_weight_only(dev, spy):
+    s = spy("_kg_layernorm_kernel")
+    x, w = torch.randn(4, 10, device=dev), torch.randn(10, device=dev)
+    torch.testing.assert_close(T.kg_triton_layernorm(x, [10], w, None, 1e-3, 8), F.layer_norm(x, [10], w, None, 1e-3),
+                               atol=1e-5, rtol=1e-5)
+    assert s.launches == 1
+
+
+# ---------------------------------------------------------------- fallbacks
+
+def test_fallbacks(dev, spy):
+    s, ln = spy("_kg_softmax_kernel"), spy("_kg_layernorm_kernel")
+    x = torch.randn(4, 5, device=dev)
+    torch.testing.assert_close(T.kg_triton_softmax(x, 0, 4), torch.softmax(x, 0))     # not the last dim
+    torch.testing.assert_close(T.kg_triton_softmax(x.double(), -1, 4), torch.softmax(x.double(), -1))
+    big = torch.randn(2, 70000, device=dev)                                      # row too long
+    torch.testing.assert_close(T.kg_triton_softmax(big, -1, 4), torch.softmax(big, -1))
+    assert T.kg_triton_softmax(torch.randn(0, 5, device=dev), -1, 4).shape == (0, 5)
+    g = torch.randn(3, 5, device=dev, requires_grad=True)                        # autograd: torch
+    T.kg_triton_softmax(g, -1, 4).sum().backward()
+    assert g.grad is not None
+    x3 = torch.randn(2, 3, 4, device=dev)
+    torch.testing.assert_close(T.kg_triton_layernorm(x3, (3, 4), None, None, 1e-5, 4), F.layer_norm(x3, (3, 4)))
+    w = nn.Parameter(torch.randn(4, device=dev))                                 # needs grad: torch
+    torch.testing.assert_close(T.kg_triton_layernorm(x3, (4,), w, None, 1e-5, 4), F.layer_norm(x3, (4,), w))
+    with torch.no_grad():                                                        # weight of another dtype
+        wd = w.double()
+        torch.testing.assert_close(T.kg_triton_layernorm(x3.double(), (4,), wd, None, 1e-5, 4),
+                                   F.layer_norm(x3.double(), (4,), wd))
+    assert s.launches == 0 and ln.launches == 0
+
+
+def test_no_kernel_on_cpu_without_interpreter():
+    if T._KG_TR_INTERPRETED:
+        pytest.skip("kernels built by the interpreter in this session")
+    assert not T._kg_tr_usable(torch.randn(2, 3), -1)
+    torch.testing.assert_close(T.kg_triton_softmax(torch.zeros(2, 3), -1, 4), torch.full((2, 3), 1 / 3))
+
+
+# ---------------------------------------------------------------- rewrites
+
+class Softmaxes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sm = nn.Softmax(dim=-1)
+        self.sm0 = nn.Softmax(dim=0)
+
+    def forward(self, x):
+        a = torch.softmax(x, -1) + F.softmax(x, dim=-1) + x.softmax(-1) + self.sm(x)
+        b = torch.softmax(x, 0) + self.sm0(x) + F.softmax(x, -1, dtype=torch.float64).float()
+        return a * 2 + b
+
+
+class Norms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.plain = nn.LayerNorm(16, elementwise_affine=False)
+        self.ln2d = nn.LayerNorm((4, 16))
+        self.w = nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        y = self.ln(x) + self.plain(x) + F.layer_norm(x, (16,), self.w, None, 1e-3)
+        return y + self.ln2d(x)
+
+
+def _randomize(m):
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p))
+    return m
+
+
+def _targets(gm, fn):
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is fn]
+
+
+def test_rewrite_softmax(dev, spy):
+    s = spy("_kg_softmax_kernel")
+    m = Softmaxes().eval()
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_softmax(gm, num_warps=8) == 4
+    assert len(_targets(gm, T.kg_triton_softmax)) == 4
+    assert all(n.args[1:] == (-1, 8) for n in _targets(gm, T.kg_triton_softmax))
+    left = [n for n in gm.graph.nodes if n.op == "call_module" or getattr(n.target, "__name__", n.target) == "softmax"]
+    assert len(left) == 3                                                        # dim 0 twice, dtype once
+    x = torch.randn(6, 9, device=dev) * 20
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+    assert s.launches == 4
+    assert T.kg_rewrite_triton_softmax(gm) == 0
+
+
+def test_rewrite_softmax_positive_last_dim_with_shape_metadata(dev):
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, 1) + torch.softmax(x, 0)
+    gm = fx.symbolic_trace(M())
+    assert T.kg_rewrite_triton_softmax(copy.deepcopy(gm)) == 0                   # rank unknown: left alone
+    from torch.fx.passes.shape_prop import ShapeProp
+    x = torch.randn(3, 5, device=dev)
+    ShapeProp(gm).propagate(x)
+    assert T.kg_rewrite_triton_softmax(gm) == 1
+    torch.testing.assert_close(gm(x), M()(x), atol=1e-6, rtol=1e-5)
+
+
+def test_rewrite_layernorm_and_load_state_dict(dev, spy):
+    s = spy("_kg_layernorm_kernel")
+    m = _randomize(Norms()).to(dev).eval()
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    keys = list(gm.state_dict())
+    assert T.kg_rewrite_triton_layernorm(gm) == 3                                 # not the 2-D LayerNorm
+    assert len(_targets(gm, T.kg_triton_layernorm)) == 3
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["ln2d"]
+    assert all(n.op == "get_attr" for n in _targets(gm, T.kg_triton_layernorm)[0].args[2:4])
+    assert list(gm.state_dict()) == keys
+    x = torch.randn(3, 4, 16, device=dev)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+        assert s.launches == 3
+        new = _randomize(Norms()).state_dict()
+        gm.load_state_dict(new)
+        m.load_state_dict(new)
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+        assert s.launches == 6
+
+
+def test_rewritten_layernorm_uses_torch_when_grad_is_needed(dev, spy):
+    s = spy("_kg_layernorm_kernel")
+    m = _randomize(nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8))).to(dev)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_layernorm(gm, num_warps=4) == 1
+    x = torch.randn(5, 8, device=dev)
+    torch.testing.assert_close(gm(x), m(x))                                       # grad enabled: torch
+    assert s.launches == 0
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-5, rtol=1e-5)
+    assert s.launches == 1
+
+
+def test_registry():
+    assert set(T.TRITON_REWRITES) == set(T.VARIANTS) == {"triton-softmax", "triton-layernorm"}
+    assert [v["num_warps"] for v in T.VARIANTS["triton-softmax"]] == [4, 8, 16]
+    assert [v["num_warps"] for v in T.VARIANTS["triton-layernorm"]] == [4, 8]
+
+
+# ---------------------------------------------------------------- real GPU, wider shapes and dtypes
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-6), (torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("n", [1, 7, 128, 1000, 4096, 65536])
+def test_gpu_kernels_match_torch(dtype, tol, n, monkeypatch):
+    if T._KG_TR_INTERPRETED:
+        pytest.skip("TRITON_INTERPRET=1 in this session")
+    spies = [_Spy(getattr(T, name)) for name in ("_kg_softmax_kernel", "_kg_layernorm_kernel")]
+    monkeypatch.setattr(T, "_kg_softmax_kernel", spies[0])
+    monkeypatch.setattr(T, "_kg_layernorm_kernel", spies[1])
+    x = (torch.randn(3, 5, n, device="cuda") * 30).to(dtype)
+    for w in (4, 8, 16):
+        torch.testing.assert_close(T.kg_triton_softmax(x, -1, w), torch.softmax(x, -1), atol=tol, rtol=tol)
+    weight = torch.randn(n, device="cuda", dtype=dtype)
+    bias = torch.randn(n, device="cuda", dtype=dtype)
+    lt = max(tol, 1e-5) * 10
+    for wb in ((weight, bias), (None, None)):
+        torch.testing.assert_close(T.kg_triton_layernorm(x, (n,), *wb, 1e-5, 8),
+                                   F.layer_norm(x, (n,), *wb, 1e-5), atol=lt, rtol=lt)
+    assert spies[0].launches == 3 and spies[1].launches == 2
