@@ -200,3 +200,9 @@ def test_bench_reports_the_roofline_floor(write, capsys):
     doc = json.loads(out)
     assert rc == 0 and doc["conditions"]["floor"]["seconds"] > 0
     assert 0 < doc["rows"][0]["floor_fraction"] <= 1.5
+
+
+def test_a_reference_that_always_returns_zeros_is_degenerate(write, capsys):
+    ref = REF.replace("torch.softmax(self.ln(x), dim=-1)", "torch.zeros_like(x)")
+    rc, out, _ = run(capsys, "verify", write("ref.py", ref), write("cand.py", GOOD), "--json")
+    assert rc == 2 and json.loads(out)["reason"] == "degenerate"

@@ -16,7 +16,7 @@ from ..errors import KernelgateError
 from ..oracle import Oracle, Runs, bit_equal
 from ..records import Check, Contract, Reason, Status, Verdict
 from ..sandbox import Worker, WorkerFailure
-from . import admission, correctness, screen, timing
+from . import admission, correctness, lowprec, screen, timing
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,10 @@ ALLOWED_FLAG_CHANGES = {
     "bf16": {"cuda.matmul.allow_bf16_reduced_precision_reduction", "float32_matmul_precision"},
     "fp16": {"cuda.matmul.allow_fp16_reduced_precision_reduction"},
 }
+
+
+QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
+                  "fake_quantize_per_channel_affine")
 
 
 class Rejected(Exception):
@@ -66,6 +70,11 @@ class Task:
     given: list[Any]
     out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
     floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
+
+    @property
+    def quantized(self) -> bool:
+        """The reference rounds floats onto an integer grid (requantization), as recorded from its ops."""
+        return any(op in self.oracle.ops for op in QUANTIZING_OPS)
 
     @property
     def hash(self) -> str:
@@ -215,7 +224,7 @@ class Session:
                               "declare inplace = true in the contract if intended")
         worst = ""
         for k, (c, g, b) in enumerate(zip(out["tensors"], runs.oracle, runs.task)):
-            chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, name)
+            chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, name, t.quantized)
             if not chk.ok:
                 reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
                 self.fail(reason, name, chk.detail + ("" if len(runs.task) == 1 else f" (output {k})"))
@@ -273,7 +282,7 @@ class Session:
             for k, (c, g, b) in enumerate(zip(tensors, runs.oracle, runs.task)):
                 if type(c) is not torch.Tensor or c.shape != b.shape or c.dtype != b.dtype:
                     self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {tag}: output {k} has the wrong kind")
-                chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, "re-check")
+                chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, "re-check", t.quantized)
                 if not chk.ok:
                     self.fail(Reason.RECHECK, "timed-loop re-check",
                               f"output of timed iteration {tag} is wrong: {chk.detail}")
@@ -290,8 +299,19 @@ class Session:
 
 
 def _compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor],
-             label: str) -> Check:
-    """Tolerance and comparison on the oracle's device (the candidate's copy is moved there)."""
+             label: str, quantized: bool) -> Check:
+    """Tolerance and comparison on the oracle's device (the candidate's copy is moved there).
+
+    Outputs on a quantization grid (fp8, or integer outputs of a reference that rounds floats to
+    integers) are judged in grid steps: two or more steps fail anywhere; one-step
+    differences may not exceed max(0.1%, twice the reference's own one-step rate)."""
+    if b.dtype in lowprec.FP8 or (quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
+                                  and g.dtype == b.dtype):
+        own = lowprec.quant_steps(b.cpu(), g.cpu())
+        allowed = max(lowprec.FLOOR, 2 * own.one_fraction)
+        target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
+        ok, msg = lowprec.check_requant(c.cpu(), target.cpu(), allowed)
+        return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
     tol = correctness.derive(g, permitted, b.dtype)
     return correctness.compare(c.to(g.device), g, b, tol, label)
 
