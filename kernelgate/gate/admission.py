@@ -42,7 +42,6 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs) -> dict[str, list[torch.T
 def admit(oracle: Oracle, trials: list[tuple[list[Any], Runs]]) -> Check:
     """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission."""
     passing = None
-    names: list[str] = []
     per_trial = [mutants(oracle, xs, runs) for xs, runs in trials]
     # a "mutant" identical to the reference on every trial changes nothing (e.g. a bf16 run of a model that
     # casts to fp32 itself): it is not a mutant of this task
@@ -50,20 +49,12 @@ def admit(oracle: Oracle, trials: list[tuple[list[Any], Runs]]) -> Check:
              if not (n.startswith("reference in") and all(
                  n in m and all(bit_equal(a, b) for a, b in zip(m[n], runs.task))
                  for m, (_, runs) in zip(per_trial, trials)))]
+    tols = [[correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
+             for k, (g, b) in enumerate(zip(runs.oracle, runs.task))] for _, runs in trials]
     for name in names:
-        ok = True
-        for (xs, runs), muts in zip(trials, per_trial):
-            if name not in muts:
-                ok = False
-                break
-            for k, (c, g, b) in enumerate(zip(muts[name], runs.oracle, runs.task)):
-                tol = correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
-                if not correctness.compare(c, g, b, tol, name).ok:
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
+        if all(name in muts and all(correctness.compare(c, g, b, tol, name).ok
+                                    for c, g, b, tol in zip(muts[name], runs.oracle, runs.task, trial_tols))
+               for (_, runs), muts, trial_tols in zip(trials, per_trial, tols)):
             passing = name
             break
     if passing:
