@@ -18,8 +18,8 @@ from .errors import KernelgateError
 from .records import BenchResult, Verdict
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="cpu", help="cpu or cuda (default: cpu)")
+def _common(p: argparse.ArgumentParser, target: str = "cpu") -> None:
+    p.add_argument("--target", default=target, help=f"cpu or cuda (default: {target})")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--store", default=None, help="SQLite store path (default: $KERNELGATE_STORE or ~/.cache/kernelgate/store.sqlite)")
 
@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     _common(c)
     r = sub.add_parser("runs", help="recent results from the store")
     r.add_argument("--limit", type=int, default=20)
-    _common(r)
+    _common(r, target="any")
     return ap
 
 
@@ -226,8 +226,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    rows = [r for r in api.runs(args.limit * 10 if args.target != "cpu" else args.limit, store=args.store)]
-    if args.target and args.target != "any":
+    rows = api.runs(args.limit if args.target == "any" else args.limit * 10, store=args.store)
+    if args.target != "any":
         rows = [r for r in rows if r.target == args.target][: args.limit]
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=1))
