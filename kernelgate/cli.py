@@ -233,7 +233,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in rows], indent=1))
         return 0
     if not rows:
-        print("no results in the store yet")
+        print("no results in the store yet" if args.target == "any" else f"no results for target {args.target}")
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
         cand = (r.candidate or "").rsplit("/", 1)[-1]

@@ -67,16 +67,20 @@ def _tracked_start(self: threading.Thread) -> None:
 threading.Thread.start = _tracked_start
 
 
+def _torch_owned(t: threading.Thread) -> bool:
+    origin = _THREAD_ORIGIN.get(t, "")
+    return origin.startswith(("torch.", "triton.")) or origin in ("torch", "triton")
+
+
 def candidate_threads() -> int:
     """Live Python threads, not counting those started from torch's or triton's own code
     (torch.compile's compile and autotuning pools)."""
-    n = 0
-    for t in threading.enumerate():
-        origin = _THREAD_ORIGIN.get(t, "")
-        if origin.startswith(("torch.", "triton.")) or origin in ("torch", "triton"):
-            continue
-        n += 1
-    return n
+    return sum(1 for t in threading.enumerate() if not _torch_owned(t))
+
+
+def torch_threads() -> int:
+    """Live Python threads started from torch's or triton's own code."""
+    return sum(1 for t in threading.enumerate() if _torch_owned(t))
 
 
 def timer_ids() -> dict[str, int]:
@@ -128,6 +132,7 @@ class Harness:
             "flags_changed": {k: [self.flags0[k], v] for k, v in flags.items() if self.flags0[k] != v},
             "timers_changed": sorted(k for k, v in timers.items() if self.timers0.get(k) != v),
             "py_threads": [self.threads0, candidate_threads()],
+            "torch_threads": torch_threads(),
             "loaded_reference": mods,
         }
 

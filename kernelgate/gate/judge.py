@@ -150,6 +150,7 @@ class Session:
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.os_threads0 = 0
+        self.torch_threads = self.torch_threads0 = 0
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
         raise Rejected(reason, Check(name, False, detail))
@@ -175,6 +176,7 @@ class Session:
                       "changed during " + what + ": " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
         if obs.get("timers_changed"):
             self.fail(Reason.TIMER, "timer identity", f"replaced during {what}: {', '.join(obs['timers_changed'])}")
+        self.torch_threads = int(obs.get("torch_threads", 0))
         before, now = obs.get("py_threads", [0, 0])
         if now > before:
             self.fail(Reason.THREADS, "threads", f"{now - before} Python thread(s) started by the candidate ({what})")
@@ -240,7 +242,7 @@ class Session:
                 t.oracle.load(trial.state)
             reply = self.call(trial.inputs)                  # candidate first, then the reference
             if k == 0:
-                self.os_threads0 = self.worker.os_threads()
+                self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
             runs = t.oracle.run(trial.inputs)
             detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
@@ -290,10 +292,12 @@ class Session:
                                  f"{len(outputs)} outputs from timed iterations match the oracle"))
 
     def check_threads(self) -> None:
+        """OS threads (read from outside) may grow only by threads torch itself started (compile pools)."""
         now = self.worker.os_threads()
-        if self.os_threads0 and now > self.os_threads0:
+        grown = now - self.os_threads0 - (self.torch_threads - self.torch_threads0)
+        if self.os_threads0 and grown > 0:
             self.fail(Reason.THREADS, "threads", f"OS thread count of the candidate's process grew "
-                      f"{self.os_threads0} -> {now} after the first call")
+                      f"{self.os_threads0} -> {now} after the first call, {grown} not started by torch")
         self.checks.append(Check("threads", True, f"{now} OS threads, unchanged since the first call; "
                                  "no Python threads started"))
 
