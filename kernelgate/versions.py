@@ -24,7 +24,10 @@ def conditions(device: str) -> dict[str, object]:
     """GPU (name, driver), versions, and the command line."""
     out: dict[str, object] = dict(software())
     out["device"] = device
-    out["command"] = " ".join(sys.argv)
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("kernelgate/__main__.py", "/kernelgate")):
+        argv[0] = "kernelgate"
+    out["command"] = " ".join(argv)
     if device.startswith("cuda") and torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name()
         try:
