@@ -147,10 +147,6 @@ def _resolve_function(text: str, base: Path) -> Callable[[], list[Any]]:
 TRIAL_KINDS = ("given", "normal", "heavy", "wide", "narrow", "given", "signs", "normal")
 
 
-def to_device(xs: list[Any], device: str) -> list[Any]:
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
-
-
 def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) -> list[Any]:
     """Transform the workload's inputs into another distribution; integer/bool tensors keep their values.
 

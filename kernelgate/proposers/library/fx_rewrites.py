@@ -15,6 +15,26 @@ def _kg_versions(*ts):
     return tuple((t._version, t.data_ptr()) if t is not None else None for t in ts)
 
 
+_KG_DERIVED = {}
+
+
+def _kg_derived(key, sources, compute):
+    """Weights derived from `sources`, recomputed only when one of them changed (load_state_dict)."""
+    ver = _kg_versions(*sources)
+    hit = _KG_DERIVED.get(key)
+    if hit is None or hit[0] != ver:
+        hit = (ver, compute())
+        _KG_DERIVED[key] = hit
+    return hit[1]
+
+
+def _kg_apply(layer, x, w, b):
+    """A Linear or Conv layer's forward with other weights."""
+    if isinstance(layer, torch.nn.Linear):
+        return F.linear(x, w, b)
+    return layer._conv_forward(x, w, b)
+
+
 def _kg_users(node):
     return list(node.users)
 
@@ -75,28 +95,19 @@ def kg_rewrite_avgpool(gm):
 
 # ---------------------------------------------------------------- batch norm folded into conv / linear
 
-_KG_FOLD = {}
-
-
 def kg_conv_bn(x, conv, bn):
     """conv followed by eval-mode batch norm, as one conv with folded weights."""
-    key = id(conv)
-    ver = _kg_versions(conv.weight, conv.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var)
-    hit = _KG_FOLD.get(key)
-    if hit is None or hit[0] != ver:
+    def fold():
         w64 = conv.weight.double()
         inv = torch.rsqrt(bn.running_var.double() + bn.eps)
         g = bn.weight.double() * inv if bn.weight is not None else inv
-        shape = (-1,) + (1,) * (w64.dim() - 1)
-        w = (w64 * g.reshape(shape)).to(conv.weight.dtype)
+        w = (w64 * g.reshape((-1,) + (1,) * (w64.dim() - 1))).to(conv.weight.dtype)
         b0 = conv.bias.double() if conv.bias is not None else torch.zeros_like(g)
         b = (b0 - bn.running_mean.double()) * g + (bn.bias.double() if bn.bias is not None else 0.0)
-        hit = (ver, w, b.to(conv.weight.dtype))
-        _KG_FOLD[key] = hit
-    _, w, b = hit
-    if isinstance(conv, torch.nn.Linear):
-        return F.linear(x, w, b)
-    return conv._conv_forward(x, w, b)
+        return w, b.to(conv.weight.dtype)
+    w, b = _kg_derived(("bn", id(conv), id(bn)), (conv.weight, conv.bias, bn.weight, bn.bias, bn.running_mean,
+                                                   bn.running_var), fold)
+    return _kg_apply(conv, x, w, b)
 
 
 def kg_rewrite_fold_bn(gm):
@@ -127,23 +138,14 @@ def kg_rewrite_fold_bn(gm):
 
 # ---------------------------------------------------------------- constant scale folded into conv / linear
 
-_KG_SCALED = {}
-
-
 def kg_scaled_layer(x, layer, scale):
     """layer(x) * scale with the scale folded into the weight and bias."""
-    key = (id(layer), scale)
-    ver = _kg_versions(layer.weight, layer.bias)
-    hit = _KG_SCALED.get(key)
-    if hit is None or hit[0] != ver:
+    def fold():
         w = (layer.weight.double() * scale).to(layer.weight.dtype)
         b = (layer.bias.double() * scale).to(layer.bias.dtype) if layer.bias is not None else None
-        hit = (ver, w, b)
-        _KG_SCALED[key] = hit
-    _, w, b = hit
-    if isinstance(layer, torch.nn.Linear):
-        return F.linear(x, w, b)
-    return layer._conv_forward(x, w, b)
+        return w, b
+    w, b = _kg_derived(("scale", id(layer), scale), (layer.weight, layer.bias), fold)
+    return _kg_apply(layer, x, w, b)
 
 
 def kg_rewrite_fold_scale(gm):
@@ -244,23 +246,14 @@ def kg_rewrite_sdpa(gm):
 
 # ---------------------------------------------------------------- consecutive linear maps merged
 
-_KG_MERGED = {}
-
-
 def kg_linear2(x, l1, l2):
     """l2(l1(x)) as one linear map; the product of weights is formed in float64."""
-    key = (id(l1), id(l2))
-    ver = _kg_versions(l1.weight, l1.bias, l2.weight, l2.bias)
-    hit = _KG_MERGED.get(key)
-    if hit is None or hit[0] != ver:
+    def merge():
         w2 = l2.weight.double()
-        w = w2 @ l1.weight.double()
         b = (w2 @ l1.bias.double() if l1.bias is not None else 0.0) + \
             (l2.bias.double() if l2.bias is not None else 0.0)
-        b = b.to(l1.weight.dtype) if torch.is_tensor(b) else None
-        hit = (ver, w.to(l1.weight.dtype), b)
-        _KG_MERGED[key] = hit
-    _, w, b = hit
+        return (w2 @ l1.weight.double()).to(l1.weight.dtype), b.to(l1.weight.dtype) if torch.is_tensor(b) else None
+    w, b = _kg_derived(("linear2", id(l1), id(l2)), (l1.weight, l1.bias, l2.weight, l2.bias), merge)
     return F.linear(x, w, b)
 
 
