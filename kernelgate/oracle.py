@@ -88,7 +88,7 @@ class Oracle:
     def __init__(self, ref: Reference, device: str, contract: Contract):
         self.ref, self.device, self.contract = ref, device, contract
         self.model = ref.build(seed=0).to(device)
-        self.state0 = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
         self.model64 = copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()
         self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs

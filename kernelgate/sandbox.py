@@ -86,6 +86,10 @@ class Worker:
         self.workdir = Path(tempfile.mkdtemp(prefix="kernelgate-"))
         self.over_limit = False
         self.drains: list[_Drain] = []
+        self.device = "cpu"             # where tensors of replies are placed (the judge's device)
+        self.reply_capacity = 0         # bytes of the worker->judge shared region (0: replies inline)
+        self._in: wire.Bulk | None = None
+        self._out: wire.Bulk | None = None
 
     def start(self) -> None:
         parent, child = socket.socketpair()
@@ -130,7 +134,7 @@ class Worker:
             self.start()
         assert self.conn is not None
         try:
-            self.conn.send_bytes(wire.encode(msg))
+            self.conn.send_bytes(wire.encode(self._pack(msg)))
             deadline = time.monotonic() + timeout
             while not self.conn.poll(0.05):
                 if self.proc.poll() is not None or self.over_limit:
@@ -138,7 +142,10 @@ class Worker:
                 if time.monotonic() > deadline:
                     self.kill()
                     raise WorkerFailure(Reason.TIMEOUT, f"{msg['op']} did not finish within {timeout:g} s; killed")
-            reply = wire.decode(self.conn.recv_bytes())
+            reply = wire.unpack(wire.decode(self.conn.recv_bytes()), self._out, self.device)
+            for region in (self._in, self._out):
+                if region is not None:
+                    region.unlink()          # mapped on both sides by now; the name is no longer needed
         except (EOFError, OSError, BrokenPipeError, ConnectionError):
             raise self._death(msg["op"]) from None
         except WorkerFailure:
@@ -154,6 +161,22 @@ class Worker:
                       "output_type": Reason.OUTPUT_TYPE}.get(reply["error"], Reason.CRASH)
             raise WorkerFailure(reason, str(reply.get("message", "")), str(reply.get("traceback", "")))
         return reply
+
+    def _pack(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Large tensors into the judge->worker region (grown as needed); name both regions in the message."""
+        need = wire.bulk_bytes(msg)
+        if need and (self._in is None or self._in.size < need):
+            if self._in is not None:
+                self._in.unlink()
+            self._in = wire.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
+        if self.reply_capacity and (self._out is None or self._out.size < self.reply_capacity):
+            if self._out is not None:
+                self._out.unlink()
+            self._out = wire.Bulk.create(self.reply_capacity)
+        packed = wire.pack(msg, self._in) if need else dict(msg)
+        packed["_bulk"] = [self._in.path, self._in.size] if self._in else None
+        packed["_reply_bulk"] = [self._out.path, self._out.size] if self._out else None
+        return packed
 
     def _death(self, op: str) -> WorkerFailure:
         assert self.proc is not None
@@ -204,6 +227,10 @@ class Worker:
                 pass
         if self.conn is not None:
             self.conn.close()
+        for region in (self._in, self._out):
+            if region is not None:
+                region.unlink()
+        self._in = self._out = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "Worker":

@@ -89,8 +89,20 @@ class Reference:
                                   Reason.TASK_LOAD) from e
         return model.eval()
 
-    def inputs(self, seed: int) -> list[Any]:
-        """Inputs from the workload's own generator under `seed`."""
+    def inputs(self, seed: int, device: str = "cpu") -> list[Any]:
+        """Inputs from the workload's own generator under `seed`.
+
+        With a GPU `device`, tensors the generator creates without naming a device are made there
+        (torch's default-device context): a CPU generator would take seconds per large input. A
+        generator that fails that way (numpy, say) runs again on the CPU."""
+        if device != "cpu":
+            torch.manual_seed(seed)
+            try:
+                with torch.device(device):
+                    xs = self.get_inputs()
+                return list(xs) if isinstance(xs, (tuple, list)) else [xs]
+            except Exception:  # noqa: BLE001 - retried on the CPU below, where errors are reported
+                pass
         torch.manual_seed(seed)
         try:
             xs = self.get_inputs()
@@ -147,6 +159,13 @@ def _resolve_function(text: str, base: Path) -> Callable[[], list[Any]]:
 TRIAL_KINDS = ("given", "normal", "heavy", "wide", "narrow", "given", "signs", "normal")
 
 
+def _gen_on(gen: torch.Generator, device: torch.device) -> torch.Generator:
+    """A generator on `device` seeded from `gen` (the CPU generator itself for CPU tensors)."""
+    if device.type == "cpu":
+        return gen
+    return torch.Generator(device).manual_seed(int(torch.randint(1 << 62, (1,), generator=gen)))
+
+
 def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) -> list[Any]:
     """Transform the workload's inputs into another distribution; integer/bool tensors keep their values.
 
@@ -159,19 +178,20 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
             out.append(x)
             continue
         work = x.detach().to(torch.float64)
+        g, dev = _gen_on(gen, x.device), x.device
         mean, std = work.mean(), work.std() if work.numel() > 1 else work.abs().mean()
-        std = std if float(std) > 0 else torch.tensor(1.0, dtype=torch.float64)
-        noise = torch.randn(work.shape, generator=gen, dtype=torch.float64)
+        std = std if float(std) > 0 else torch.tensor(1.0, dtype=torch.float64, device=dev)
+        noise = torch.randn(work.shape, generator=g, dtype=torch.float64, device=dev)
         if kind == "normal":
             y = mean + std * noise
         elif kind == "heavy":
-            y = mean + std * noise * torch.exp(torch.randn(work.shape, generator=gen, dtype=torch.float64))
+            y = mean + std * noise * torch.exp(torch.randn(work.shape, generator=g, dtype=torch.float64, device=dev))
         elif kind == "wide":
             y = work * 4.0
         elif kind == "narrow":
             y = work * 0.25
         elif kind == "signs":
-            y = work * torch.where(torch.rand(work.shape, generator=gen, dtype=torch.float64) < 0.5, -1.0, 1.0)
+            y = work * torch.where(torch.rand(work.shape, generator=g, dtype=torch.float64, device=dev) < 0.5, -1.0, 1.0)
         else:
             raise ValueError(kind)
         d = contract.domain_of(i)
@@ -198,16 +218,17 @@ def resize(xs: list[Any], inputs: tuple[int, ...], dim: int, size: int, gen: tor
             raise KernelgateError(f"contract varies input {i}, which is not a tensor")
         shape = list(x.shape)
         shape[dim] = size
+        g, dev = _gen_on(gen, x.device), x.device
         if x.is_floating_point():
             w = x.detach().double()
             std = float(w.std()) if w.numel() > 1 else 1.0
-            y = float(w.mean()) + (std or 1.0) * torch.randn(shape, generator=gen, dtype=torch.float64)
+            y = float(w.mean()) + (std or 1.0) * torch.randn(shape, generator=g, dtype=torch.float64, device=dev)
             out[i] = y.to(x.dtype)
         elif x.dtype == torch.bool:
-            out[i] = torch.rand(shape, generator=gen) < 0.5
+            out[i] = torch.rand(shape, generator=g, device=dev) < 0.5
         else:
             lo, hi = int(x.min()), int(x.max())
-            out[i] = torch.randint(lo, hi + 1, shape, generator=gen, dtype=x.dtype)
+            out[i] = torch.randint(lo, hi + 1, shape, generator=g, dtype=x.dtype, device=dev)
     return out
 
 
@@ -222,14 +243,14 @@ def perturb(state: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, t
         if not v.is_floating_point() or v.numel() == 0:
             out[k] = v.clone()
             continue
-        w = v.detach().double().cpu()
-        noise = torch.randn(w.shape, generator=gen, dtype=torch.float64)
+        w = v.detach().double()
+        noise = torch.randn(w.shape, generator=_gen_on(gen, w.device), dtype=torch.float64, device=w.device)
         if bool((w > 0).all()):
             y = w * torch.exp(0.2 * noise)
         else:
             std = float(w.std()) if w.numel() > 1 else float(w.abs().mean())
             y = w + 0.2 * (std if std > 0 and math.isfinite(std) else 1.0) * noise
-        out[k] = y.to(v.dtype).to(v.device)
+        out[k] = y.to(v.dtype)
     return out
 
 
