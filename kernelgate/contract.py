@@ -3,6 +3,8 @@
     precision = ["tf32"]          # lower precisions the candidate may use: tf32, bf16, fp16
     inplace = false               # outputs may alias inputs / inputs may be overwritten
     strides = true                # output strides must match the reference's
+    one_step = 0.001              # quantized (int8/fp8 grid) outputs: share of elements allowed one step off
+                                  # (default: max(0.1%, twice the reference's own rate); two steps always fail)
     [domain]
     "0" = [-1.0, 1.0]             # input 0 lies in [-1, 1]
     [[vary]]
@@ -20,7 +22,7 @@ from .errors import KernelgateError
 from .records import Contract, Domain, Vary
 
 PRECISIONS = ("tf32", "bf16", "fp16")
-KEYS = {"precision", "inplace", "strides", "domain", "vary"}
+KEYS = {"precision", "inplace", "strides", "domain", "vary", "one_step"}
 
 
 def load(path: str | None = None, **flags: Any) -> Contract:
@@ -63,8 +65,17 @@ def parse(data: dict[str, Any]) -> Contract:
             vary.append(Vary(tuple(int(i) for i in v["inputs"]), int(v["dim"]), tuple(int(s) for s in v["sizes"])))
         except (KeyError, TypeError, ValueError) as e:
             raise KernelgateError(f"each [[vary]] needs inputs = [..], dim = N, sizes = [..]; got {v}") from e
+    one_step = data.get("one_step")
+    if one_step is not None:
+        try:
+            one_step = float(one_step)
+        except (TypeError, ValueError):
+            raise KernelgateError(f"one_step is a fraction in [0, 1), got {one_step!r}") from None
+        if not 0.0 <= one_step < 1.0:
+            raise KernelgateError(f"one_step is a fraction in [0, 1), got {one_step}")
     return Contract(precision=tuple(precision), domain=tuple(sorted(domain)), vary=tuple(vary),
-                    inplace=bool(data.get("inplace", False)), strides=bool(data.get("strides", True)))
+                    inplace=bool(data.get("inplace", False)), strides=bool(data.get("strides", True)),
+                    one_step=one_step)
 
 
 def parse_domain_flag(text: str) -> dict[str, list[float]]:

@@ -79,6 +79,7 @@ class Contract:
     vary: tuple[Vary, ...] = ()
     inplace: bool = False                    # outputs may alias / inputs may be written
     strides: bool = True                     # output strides must match the reference's
+    one_step: float | None = None            # allowed share of one-step differences on quantized outputs
 
     def assumptions(self) -> list[str]:
         """Human-readable list of every assumption in force."""
@@ -90,6 +91,8 @@ class Contract:
         out += [f"inputs {list(v.inputs)} dim {v.dim} takes sizes {list(v.sizes)}" for v in self.vary]
         out.append("in-place / aliasing allowed" if self.inplace else "no in-place writes, no aliasing")
         out.append("output strides must match" if self.strides else "output strides free")
+        if self.one_step is not None:
+            out.append(f"quantized outputs: up to {self.one_step:.4%} of elements one grid step off")
         return out
 
     def domain_of(self, index: int) -> Domain | None:

@@ -78,3 +78,25 @@ def test_steps_on_a_rounding_reference(write, rounding, expr, expect):
     assert v.status.value == expect, v.message
     trial = next(c for c in v.checks if c.name.startswith("trial 1"))
     assert "quantized output" in trial.detail
+
+
+@pytest.mark.parametrize("one_step, rounding, expr, expect", [
+    (0.6, "torch.trunc", "q.double() * 0.5", "accepted"),       # a contract allowing many one-step differences
+    (0.0, "torch.round", "(q.double() * 0.1) * 5.0", "accepted"),  # none allowed: the oracle's computation
+    (0.0, "torch.round", "q.double() * 0.5", "rejected"),       # exact grid, but 6.6% one step off the oracle
+])
+def test_contract_sets_the_one_step_share(write, one_step, rounding, expr, expect):
+    from kernelgate.records import Contract
+    cand = HALF_CAND.replace("ROUND", rounding).replace("EXPR", expr)
+    v = api.verify(write("ref.py", HALF_REF), write("cand.py", cand), contract=Contract(one_step=one_step))
+    assert v.status.value == expect, v.message
+    assert any("grid step off" in a for a in v.assumptions)
+
+
+def test_contract_one_step_is_validated():
+    from kernelgate.contract import parse
+    from kernelgate.errors import KernelgateError
+    assert parse({"one_step": 0.002}).one_step == 0.002
+    for bad in (1.5, -0.1, "lots"):
+        with pytest.raises(KernelgateError):
+            parse({"one_step": bad})
