@@ -80,6 +80,20 @@ def explain_tolerance(ref: str, *, target: str = "cpu", contract: Contract | str
             for i, (g, b) in enumerate(zip(runs.oracle, runs.task))]
 
 
+def profile(ref: str, cand: str | None = None, *, target: str = "cpu", contract: Contract | str | None = None,
+            inputs: str | None = None, config: GateConfig | None = None, warmup: int = 3, forwards: int = 5):
+    """Roofline floor, launch records, bottleneck line and machine-code fingerprint of the reference and
+    (optionally) a candidate, each profiled in its own worker; plus the distance of the two fingerprints.
+    Returns a launches.Report (not a verification: run verify for that)."""
+    from . import launches
+    if warmup < 0 or forwards < 1:
+        raise KernelgateError(f"profile needs warmup >= 0 and forwards >= 1 (got {warmup}, {forwards})")
+    spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
+    cand_spec = _candidate(cand) if cand else None
+    task = prepare(spec, target, _contract(contract))
+    return launches.run(task, cand_spec, config or gate_config(), warmup=warmup, forwards=forwards)
+
+
 def runs(limit: int = 20, store: Store | str | None = None) -> list[Row]:
     """Recent results from the store, newest first."""
     return _store(store).recent(limit)

@@ -30,6 +30,8 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default=None, help="allowed lower precisions, e.g. tf32,bf16")
     p.add_argument("--domain", default=None, help="input domains, e.g. 0=-1:1")
     p.add_argument("--inplace", action="store_true", default=None, help="outputs may alias / overwrite inputs")
+    p.add_argument("--one-step", type=float, default=None,
+                   help="quantized outputs: allowed share of elements one grid step off (default: derived)")
     p.add_argument("--call-timeout", type=float, default=None, help="seconds allowed per forward (default 120)")
 
 
@@ -65,6 +67,15 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("ref")
     _contract_args(e)
     _common(e)
+    pr = sub.add_parser("profile", help="launch records, bottleneck and machine-code fingerprint of a reference "
+                                        "and optionally a candidate")
+    pr.add_argument("ref", help="reference: file.py (class Model) or file.py:Class")
+    pr.add_argument("cand", nargs="?", default=None, help="candidate: file.py (class ModelNew) or file.py:Class")
+    pr.add_argument("--forwards", type=int, default=5, help="profiled forwards (default 5)")
+    pr.add_argument("--warmup", type=int, default=3, help="forwards before profiling (default 3)")
+    pr.add_argument("--records", type=int, default=2000, help="launch records kept in --json (default 2000)")
+    _contract_args(pr)
+    _common(pr)
     t = sub.add_parser("targets", help="known machine models and the detected device")
     _common(t)
     c = sub.add_parser("calibrate", help="measure this device's copy bandwidth and matmul rates, and store them")
@@ -103,6 +114,8 @@ def _contract(args: argparse.Namespace):
         flags["domain"] = parse_domain_flag(args.domain)
     if args.inplace:
         flags["inplace"] = True
+    if getattr(args, "one_step", None) is not None:
+        flags["one_step"] = args.one_step
     return load_contract(args.contract, **flags)
 
 
@@ -200,6 +213,56 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    if args.records < 0:
+        raise KernelgateError("--records must be >= 0")
+    if not args.json:
+        print(f"profiling {args.ref}" + (f" and {args.cand}" if args.cand else "") + f" on {args.target} ...",
+              file=sys.stderr)
+    rep = api.profile(args.ref, args.cand, target=args.target, contract=_contract(args), inputs=args.inputs,
+                      config=gate_config(call_timeout=args.call_timeout), warmup=args.warmup, forwards=args.forwards)
+    print(json.dumps(rep.to_json(args.records), indent=1, default=str) if args.json else format_profile(rep))
+    return rep.exit_code
+
+
+def format_profile(rep: Any) -> str:
+    lines = [f"{rep.workload}  on {rep.device} (machine model {rep.machine})"]
+    if rep.floor is not None:
+        lines.append(f"  floor {1e3 * rep.floor.floor_s:.4g} ms ({rep.floor.bound}-bound on {rep.floor.machine})")
+    for side in (rep.reference, rep.candidate):
+        if side is None:
+            continue
+        lines.append(f"{side.label} ({side.cls}):")
+        if side.error:
+            lines.append(f"  ERROR  {side.error}")
+            continue
+        p = side.profile
+        lines.append(f"  {side.bottleneck.line}")
+        unit = "kernels" if p.kernels_applicable else "top-level ops"
+        lines.append(f"  forward {p.forward_median_us:.4g} us (median of {p.forwards}, under the profiler), "
+                     f"{p.kernels_per_forward:g} {unit}, busy {p.busy_median_us:.4g} us, "
+                     f"{100 * p.gap_share:.0f}% " + ("between launches" if p.kernels_applicable else "outside ops"))
+        if p.persistent_kernels():
+            lines.append(f"  persistent: {', '.join(p.persistent_kernels())}")
+        lines.append(f"    {'per fwd':>7} {'us/fwd':>9} {'grid':>14} {'block':>12} {'regs':>5} {'smem':>7}  name")
+        for k in p.stats()[:12]:
+            grid = "x".join(map(str, k.grid)) if k.grid else "-"
+            block = "x".join(map(str, k.block)) if k.block else "-"
+            lines.append(f"    {k.per_forward:>7g} {k.total_us:>9.4g} {grid:>14} {block:>12} "
+                         f"{k.registers if k.registers is not None else '-':>5} "
+                         f"{k.shared_memory if k.shared_memory is not None else '-':>7}  {k.name[:90]}")
+        fp = side.fingerprint.to_json()
+        lines.append(f"  fingerprint: {fp['basis']}, {len(fp['kernels'])} distinct names"
+                     + (f", {fp['histogram_level']} histogram of {len(fp['histogram'])} opcodes"
+                        if fp["histogram_level"] else ""))
+        if side.fusion is not None:
+            lines.append(f"  fusion estimate ({side.fusion.name}): {side.fusion.derivation}")
+        lines += [f"  note: {n}" for n in p.notes + side.fingerprint.notes]
+    if rep.distance is not None:
+        lines.append(f"distance {rep.distance.value:.3f} ({rep.distance.basis}): {rep.distance.meaning}")
+    return "\n".join(lines)
+
+
 def cmd_targets(args: argparse.Namespace) -> int:
     from . import targets
     if args.json:
@@ -243,4 +306,5 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
-            "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain}
+            "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
+            "profile": cmd_profile}

@@ -116,6 +116,8 @@ class Harness:
         self.rms: list[list[float]] = []
         self.seen = 0
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.in_bulk: wire.Bulk | None = None
+        self.out_bulk: wire.Bulk | None = None
 
     # ------------------------------------------------------------ environment checks
     def observations(self) -> dict[str, Any]:
@@ -197,6 +199,7 @@ class Harness:
     def op_call(self, msg: dict) -> dict:
         assert self.model is not None
         xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
+        snapshot = [x.clone() if isinstance(x, torch.Tensor) else None for x in xs]
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = _storages(xs)
         with torch.no_grad():
@@ -205,8 +208,8 @@ class Harness:
         desc = describe_output(out, in_ptrs, self.device)
         if "error" in desc:
             return desc
-        return {"ok": True, "output": desc, "observations": self.observations(),
-                "inputs_after": [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in xs]}
+        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None and not _same_bits(x, s)]
+        return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def op_pool(self, msg: dict) -> dict:
         """Store the input pool on the device once; timed loops draw from it."""
@@ -248,8 +251,59 @@ class Harness:
     def op_fetch(self, msg: dict) -> dict:
         """Return up to `count` retained timed-loop outputs, chosen at random, with their iteration tags."""
         chosen = self.rng.sample(self.reservoir, min(msg["count"], len(self.reservoir)))
-        return {"ok": True, "outputs": [[tag, [o.cpu() if isinstance(o, torch.Tensor) else o for o in outs]]
+        return {"ok": True, "outputs": [[tag, [o.contiguous() if isinstance(o, torch.Tensor) else o for o in outs]]
                                         for tag, outs in chosen]}
+
+    def op_profile(self, msg: dict) -> dict:
+        """Warm-up forwards, then `iters` forwards under torch.profiler, each in a `marker.<i>` record_function
+        that ends after a device sync; returns the chrome trace's events (plain dicts, whitelisted args) and,
+        with `artifacts`, the compiled kernels (.ptx/.ttgir/.cubin/.json) in this process's private caches.
+        Parsed by the judge (kernelgate/launches.py, kernelgate/fingerprint.py)."""
+        import json
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile, record_function
+        assert self.model is not None
+        xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.startswith("cuda") else [])
+        with torch.no_grad():
+            for _ in range(int(msg.get("warmup", 2))):
+                self.model(*xs)
+            self.sync()
+            with profile(activities=activities) as prof:
+                for i in range(int(msg.get("iters", 5))):
+                    with record_function(f"{msg['marker']}.{i}"):
+                        self.model(*xs)
+                        self.sync()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        cats, keys, cap = set(msg["categories"]), tuple(msg["args"]), int(msg.get("max_events", 200_000))
+        events = [{"name": str(e.get("name", ""))[:1000], "cat": str(e["cat"]).lower(), "ts": e.get("ts"),
+                   "dur": e.get("dur"), "tid": e.get("tid"),
+                   "args": {k: e["args"][k] for k in keys if k in (e.get("args") or {})}}
+                  for e in trace.get("traceEvents", []) if e.get("ph") == "X" and str(e.get("cat")).lower() in cats]
+        reply: dict[str, Any] = {"ok": True, "events": events[:cap], "truncated": len(events) > cap,
+                                 "device_properties": trace.get("deviceProperties", []),
+                                 "observations": self.observations()}
+        if msg.get("artifacts"):
+            found: list[dict[str, Any]] = []
+            budget = 64 << 20
+            for var in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+                root = os.environ.get(var)
+                for p in sorted(Path(root).rglob("*")) if root and os.path.isdir(root) else []:
+                    if (p.suffix not in (".ptx", ".ttgir", ".cubin", ".json") or p.stem.startswith("__grp__")
+                            or not p.is_file() or p.stat().st_size > min(8 << 20, budget)):
+                        continue
+                    if p.suffix == ".json" and not any(p.with_suffix(s).exists() for s in (".ptx", ".cubin")):
+                        continue
+                    data = p.read_bytes()
+                    budget -= len(data)
+                    found.append({"kernel": p.stem, "kind": p.suffix[1:], "dir": p.parent.name,
+                                  "data": data if p.suffix == ".cubin" else data.decode(errors="replace")})
+            reply["artifacts"] = found
+        return reply
 
     def serve(self) -> None:
         while True:
@@ -257,6 +311,9 @@ class Harness:
                 msg = wire.decode(self.conn.recv_bytes())
             except EOFError:
                 return
+            self.in_bulk = self._attach(self.in_bulk, msg.pop("_bulk", None))
+            self.out_bulk = self._attach(self.out_bulk, msg.pop("_reply_bulk", None))
+            msg = wire.unpack(msg, self.in_bulk, msg.get("device", self.device))
             op = msg.get("op")
             if op == "exit":
                 return
@@ -269,7 +326,17 @@ class Harness:
             except Exception as e:  # noqa: BLE001 - every failure becomes a reply
                 reply = {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}",
                          "traceback": traceback.format_exc()[-4000:]}
-            self.conn.send_bytes(wire.encode(reply))
+            self.conn.send_bytes(wire.encode(wire.pack(reply, self.out_bulk)))
+
+    @staticmethod
+    def _attach(current: "wire.Bulk | None", named: Any) -> "wire.Bulk | None":
+        """The shared region the judge named in a message (mapped once per name)."""
+        if not named:
+            return None
+        path, size = named
+        if current is not None and current.path == path and current.size == size:
+            return current
+        return wire.Bulk.attach(path, size)
 
 
 def _first_line(e: BaseException) -> str:
@@ -295,8 +362,17 @@ def describe_output(out: Any, in_ptrs: set[int], device: str) -> dict:
         aliased = o.numel() > 0 and o.untyped_storage().data_ptr() in in_ptrs
         meta.append({"dtype": str(o.dtype), "shape": list(o.shape), "stride": list(o.stride()),
                      "device": str(o.device), "aliased": aliased})
-        tensors.append(o.detach().to("cpu", copy=True))
+        tensors.append(o.detach().contiguous())     # copied into the reply (shared region or inline) at once
     return {"single": single, "meta": meta, "tensors": tensors}
+
+
+def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
+    """Bit-identical to the snapshot (NaN payloads included), same shape and dtype."""
+    if type(x) is not torch.Tensor or x.shape != snap.shape or x.dtype != snap.dtype or x.device != snap.device:
+        return False
+    if x.numel() == 0:
+        return True
+    return torch.equal(x.reshape(-1).contiguous().view(torch.uint8), snap.reshape(-1).contiguous().view(torch.uint8))
 
 
 def main() -> None:
