@@ -103,7 +103,11 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[f
     out = []
     g = torch.Generator(device=device).manual_seed(seed)
     for x, ok, r in zip(xs, scalable, rms_):
-        if ok:
+        if ok and x.element_size() == 1:        # fp8 has no arithmetic: in fp32, rounded back onto its grid
+            noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32)
+            top = torch.finfo(x.dtype).max if x.is_floating_point() else 127.0
+            out.append((x.float() * s + noise * (NOISE * r)).clamp(-top, top).to(x.dtype))
+        elif ok:
             noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)
             out.append(x * s + noise * (NOISE * r))
         else:

@@ -1,4 +1,5 @@
 import random
+import torch
 
 from kernelgate.gate import timing
 
@@ -61,3 +62,11 @@ def test_fresh_inputs_differ_every_iteration_and_rebuild_exactly():
     ratio = a[0] / xs[0]
     assert ratio.std() > 1e-3                                # not a uniform scale of the pool entry
     assert a[1] is xs[1]                                     # integer inputs are left alone
+
+
+def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
+    x = (torch.randn(64, 64) * 200).to(torch.float8_e4m3fn)
+    out = timing.fresh([x], 1.9, 7, [True], timing.rms([x], [True]), "cpu")[0]
+    assert out.dtype == torch.float8_e4m3fn and bool(torch.isfinite(out.float()).all())
+    again = timing.fresh([x], 1.9, 7, [True], timing.rms([x], [True]), "cpu")[0]
+    assert torch.equal(out.view(torch.uint8), again.view(torch.uint8))
