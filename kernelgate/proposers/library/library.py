@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 from ...records import Candidate
 from .. import Context, make_candidate
-from . import fx_rewrites, triton_kernels
+from . import cpp_kernels, fx_rewrites, precision, triton_fusion, triton_kernels
 
-REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES}
+REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
+               **cpp_kernels.CPP_REWRITES,
+               **precision.PRECISION_REWRITES}
 
 GPU = "cuda"
 
@@ -47,16 +49,21 @@ def _class(tag: str, body: str) -> str:
 _FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the first call\n"
 
 
-def _rewrite_source(triton: bool) -> str:
+def _rewrite_source(triton: bool, cpp: bool = False, fusion: bool = False) -> str:
     """The rewrite functions, embedded verbatim so a candidate file is self-contained."""
     src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
     if triton:
         src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
+    if fusion:
+        src += "\n" + inspect.getsource(triton_fusion).split("TRITON_FUSION_REWRITES = {")[0]
+    if cpp:
+        src += "\n" + inspect.getsource(cpp_kernels).split("CPP_REWRITES = {")[0]
     return src
 
 
-def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str) -> str:
-    """One level that traces the level below once and applies every listed rewrite to the graph."""
+def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str, live_buffers: bool = False) -> str:
+    """One level that traces the level below once and applies every listed rewrite to the graph
+    (live_buffers: buffers stay get_attr nodes, see precision.kg_lp_trace)."""
     calls = "\n".join(f"            {REWRITE_FNS[r].__name__}(gm{''.join(f', {k}={v!r}' for k, v in p.items())})"
                       for r, p in rewrites)
     body = f'''    def forward(self, *args):
@@ -65,7 +72,7 @@ def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str) -> st
             base = __class__.__bases__[0]
             shadow = base.__new__(base)
             shadow.__dict__ = self.__dict__          # same parameters and submodules, the level below's forward
-            gm = torch.fx.symbolic_trace(shadow)
+            gm = {'kg_lp_trace' if live_buffers else 'torch.fx.symbolic_trace'}(shadow)
 {calls}
             object.__setattr__(self, "_kg_gm_{tag}", gm)  # not a submodule: state_dict keys unchanged
         return gm(*args)'''
@@ -76,13 +83,22 @@ def _render_rewrite(ctx: Context, params: dict[str, Any], tag: str) -> str:
     raise AssertionError("rewrites are rendered together by render()")
 
 
-def _rewrite_applies(rewrite: str, gpu_only: bool = False) -> Callable[[Context], bool]:
-    return lambda ctx: ctx.graph.patterns.get(rewrite, 0) > 0 and (ctx.target == GPU or not gpu_only)
+def _rewrite_applies(rewrite: str, gpu_only: bool = False, cpu_only: bool = False) -> Callable[[Context], bool]:
+    return lambda ctx: (ctx.graph.patterns.get(rewrite, 0) > 0 and (ctx.target == GPU or not gpu_only)
+                        and (ctx.target == "cpu" or not cpu_only))
 
 
-def _rewrite(name: str, key: str, doc: str, gpu_only: bool = False,
+def _rewrite(name: str, key: str, doc: str, gpu_only: bool = False, cpu_only: bool = False,
              variants: Callable[[Context], list[dict[str, Any]]] = lambda ctx: [{}]) -> Strategy:
-    return Strategy(name, "rewrite", _rewrite_applies(key, gpu_only), _render_rewrite, variants, doc, key)
+    return Strategy(name, "rewrite", _rewrite_applies(key, gpu_only, cpu_only), _render_rewrite, variants, doc, key)
+
+
+def _triton_gemm_applies(ctx: Context) -> bool:
+    """GEMM + epilogue with a weight not known to be fp32 (pattern "triton-gemm"), or any GEMM + epilogue
+    when the contract allows tf32 for fp32 operands."""
+    p = ctx.graph.patterns
+    return ctx.target == GPU and (p.get("triton-gemm", 0) > 0 or
+                                  ("tf32" in ctx.contract.precision and p.get("triton-epilogue", 0) > 0))
 
 
 # ------------------------------------------------------------------ runtime configurations
@@ -183,6 +199,35 @@ STRATEGIES: tuple[Strategy, ...] = (
              gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"]),
     _rewrite("triton:layernorm", "triton-layernorm", "one-program-per-row Triton LayerNorm",
              gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-layernorm"]),
+    # generated Triton kernels (triton_fusion.py): pointwise groups, and GEMM epilogues
+    _rewrite("triton:pointwise", "triton-pointwise", "each group of pointwise ops as one generated Triton kernel",
+             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"]),
+    _rewrite("triton:gemm-epilogue", "triton-epilogue",
+             "linear/matmul by cuBLAS without bias, then bias + the pointwise ops after it as one generated kernel",
+             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-epilogue"]),
+    Strategy("triton:gemm", "rewrite", _triton_gemm_applies, _render_rewrite,
+             lambda ctx: triton_fusion.gemm_variants("tf32" in ctx.contract.precision),
+             doc="a generated Triton GEMM with bias + the pointwise ops after it applied in-kernel "
+                 "(bf16/fp16, or fp32 where the contract allows tf32); tiles, warps and stages searched together",
+             rewrite="triton-gemm"),
+    # C++ (load_inline) kernels for the CPU; with no C++ compiler their patterns count 0 (KG_CPP_NO_COMPILER)
+    _rewrite("cpp:pointwise", "cpp-pointwise", "chains of pointwise ops fused into one generated OpenMP/SIMD C++ loop",
+             cpu_only=True),
+    _rewrite("cpp:softmax", "cpp-softmax", "OpenMP/SIMD C++ row softmax over the last dim", cpu_only=True),
+    _rewrite("cpp:layernorm", "cpp-layernorm", "OpenMP/SIMD C++ LayerNorm over the last dim", cpu_only=True),
+    # workloads already in fp8 / int8 / bf16 (precision.py); matched on a trace with live buffers
+    Strategy("precision:fp8-scaled-mm", "rewrite", lambda ctx: precision.applies(ctx, "fp8-scaled-mm"),
+             _render_rewrite, doc="fp8 dequantize-then-matmul (bf16/fp16 result) as torch._scaled_mm with its scales",
+             rewrite="fp8-scaled-mm"),
+    Strategy("precision:fp8-scaled-mm-f32", "rewrite", lambda ctx: precision.applies(ctx, "fp8-scaled-mm-f32"),
+             _render_rewrite, doc="as precision:fp8-scaled-mm for fp32 results, under a declared lower precision",
+             rewrite="fp8-scaled-mm-f32"),
+    Strategy("precision:int8-requant", "rewrite", lambda ctx: precision.applies(ctx, "int8-requant"),
+             _render_rewrite, precision.int8_variants,
+             doc="int8 matmul + requantization as torch._int_mm and one fused (Triton) epilogue", rewrite="int8-requant"),
+    Strategy("precision:bf16-linear-act", "rewrite", lambda ctx: precision.applies(ctx, "bf16-linear-act"),
+             _render_rewrite, doc="bf16/fp16 Linear + ReLU/tanh-GELU as one cuBLASLt bias+activation epilogue",
+             rewrite="bf16-linear-act"),
     Strategy("runtime:compile", "runtime", lambda ctx: True, _render_compile, _compile_modes,
              doc="torch.compile with another mode"),
     Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph,
@@ -203,8 +248,14 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
     parts = ["import torch\nimport torch.fx\n", f"ModelNew = {ctx.reference_class}\n"]
     rewrites = [(s.rewrite, p) for s, p in levels if s.kind == "rewrite"]
     if rewrites:
-        parts.append(_rewrite_source(any(r.startswith("triton") for r, _ in rewrites)))
-        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(r for r, _ in rewrites)})))
+        parts.append(_rewrite_source(any(r in triton_kernels.TRITON_REWRITES for r, _ in rewrites),
+                                     any(r.startswith("cpp") for r, _ in rewrites),
+                                     any(r in triton_fusion.TRITON_FUSION_REWRITES for r, _ in rewrites)))
+        lowp = any(r in precision.PRECISION_REWRITES for r, _ in rewrites)
+        if lowp:
+            parts.append(precision.source())
+        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(r for r, _ in rewrites)}),
+                                      live_buffers=lowp))
     for k, (s, params) in enumerate(levels, start=1):
         if s.kind != "rewrite":
             parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
