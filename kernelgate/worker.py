@@ -45,18 +45,26 @@ def numerics_flags() -> dict[str, Any]:
 
 _THREAD_ORIGIN: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
 _THREAD_START = threading.Thread.start
-_PLUMBING = ("threading", "concurrent.futures", "kernelgate.worker")
+# stdlib machinery that starts threads on its caller's behalf (pool workers, queue feeder threads)
+_PLUMBING = ("threading", "concurrent.futures", "multiprocessing", "kernelgate.worker")
+_TORCH = ("torch.", "triton.")
+_CANDIDATE_MODULE = "kernelgate_candidate"
 
 
 def _creator() -> str:
-    """Module of the first frame outside threading plumbing that started a thread."""
+    """Who started a thread: walking out from the start call, the first frame of torch/triton or of the
+    candidate's file decides (a library in between, such as tqdm's monitor under inductor's autotuning,
+    is attributed to whoever called it); with neither on the stack, the first frame outside the plumbing."""
     f = sys._getframe(2)
+    first = ""
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if not mod.startswith(_PLUMBING):
+        if mod.startswith(_TORCH) or mod in ("torch", "triton") or mod == _CANDIDATE_MODULE:
             return mod
+        if not first and not mod.startswith(_PLUMBING):
+            first = mod
         f = f.f_back
-    return ""
+    return first
 
 
 def _tracked_start(self: threading.Thread) -> None:
@@ -69,13 +77,19 @@ threading.Thread.start = _tracked_start
 
 def _torch_owned(t: threading.Thread) -> bool:
     origin = _THREAD_ORIGIN.get(t, "")
-    return origin.startswith(("torch.", "triton.")) or origin in ("torch", "triton")
+    return origin.startswith(_TORCH) or origin in ("torch", "triton")
 
 
 def candidate_threads() -> int:
     """Live Python threads, not counting those started from torch's or triton's own code
     (torch.compile's compile and autotuning pools)."""
     return sum(1 for t in threading.enumerate() if not _torch_owned(t))
+
+
+def describe_candidate_threads() -> list[str]:
+    """Name and origin of each live thread counted as the candidate's (for the verdict's message)."""
+    return [f"{t.name} ({type(t).__name__}, started from {_THREAD_ORIGIN.get(t, 'outside Python threading')})"
+            for t in threading.enumerate() if not _torch_owned(t)][:8]
 
 
 def torch_threads() -> int:
@@ -134,6 +148,7 @@ class Harness:
             "flags_changed": {k: [self.flags0[k], v] for k, v in flags.items() if self.flags0[k] != v},
             "timers_changed": sorted(k for k, v in timers.items() if self.timers0.get(k) != v),
             "py_threads": [self.threads0, candidate_threads()],
+            "py_thread_names": describe_candidate_threads(),
             "torch_threads": torch_threads(),
             "loaded_reference": mods,
         }
@@ -157,7 +172,7 @@ class Harness:
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         try:
-            module = import_file(msg["path"], name="kernelgate_candidate")
+            module = import_file(msg["path"], name=_CANDIDATE_MODULE)
         except KernelgateError as e:
             return {"error": "build_error", "message": str(e)}
         cls_name = msg.get("cls") or CANDIDATE_CLASS

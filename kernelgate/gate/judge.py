@@ -183,7 +183,9 @@ class Session:
         self.torch_threads = int(obs.get("torch_threads", 0))
         before, now = obs.get("py_threads", [0, 0])
         if now > before:
-            self.fail(Reason.THREADS, "threads", f"{now - before} Python thread(s) started by the candidate ({what})")
+            names = [str(n) for n in obs.get("py_thread_names", [])][-(now - before):]
+            self.fail(Reason.THREADS, "threads", f"{now - before} Python thread(s) started by the candidate ({what})"
+                      + (f": {'; '.join(names)}" if names else ""))
         for m in obs.get("loaded_reference", []):
             note = f"the candidate loaded the reference file as module '{m}' (a fallback to the reference is not a speedup)"
             if note not in self.notes:
