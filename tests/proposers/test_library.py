@@ -100,3 +100,19 @@ def test_explore_then_refine_stacks_on_the_best():
     assert all(c.strategy.startswith(first[0].strategy + " + ") for c in refined)
     again = lib.propose(ctx2, random.Random(1), 10, 1, "explore")
     assert first[0].id not in {c.id for c in again}                  # tried candidates are not proposed again
+
+
+def test_explore_order_tries_every_strategy_before_second_variants_and_by_prior():
+    import random as _random
+    from kernelgate.proposers.library.library import STRATEGIES, explore_order
+    by = {s.name: s for s in STRATEGIES}
+    opts = [[(by["runtime:compile"], {"mode": m})] for m in ("a", "b", "c")]
+    opts += [[(by["triton:softmax"], {"num_warps": w})] for w in (4, 8)]
+    opts += [[(by["rewrite:sdpa"], {})], [(by["precision:int8-requant"], {"triton_epilogue": True})]]
+    for seed in range(5):
+        names = [lv[0][0].name for lv in explore_order(opts, _random.Random(seed))]
+        assert names[:2] == ["precision:int8-requant", "rewrite:sdpa"]
+        assert sorted(names[2:4]) == ["runtime:compile", "triton:softmax"]     # equal priors: seeded order
+        assert sorted(names[4:]) == ["runtime:compile", "runtime:compile", "triton:softmax"]
+    a = explore_order(opts, _random.Random(1))
+    assert a == explore_order(opts, _random.Random(1))            # deterministic per seed

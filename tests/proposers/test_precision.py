@@ -190,7 +190,7 @@ def test_fp8_strategy_applies_and_renders(small):
     names = {lv[0][0].name for lv in lib.singles(ctx)}
     assert "precision:fp8-scaled-mm" in names and "precision:fp8-scaled-mm-f32" not in names
     cands = [c for c in lib.propose(ctx, random.Random(0), 30) if "fp8-scaled-mm" in c.strategy]
-    assert cands and "kg_lp_trace(shadow)" in cands[0].source and "def kg_lp_fp8_mm" in cands[0].source
+    assert cands and "kg_trace(shadow)" in cands[0].source and "def kg_lp_fp8_mm" in cands[0].source
 
 
 # ---------------------------------------------------------------- bf16 linear + activation

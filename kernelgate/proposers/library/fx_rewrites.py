@@ -11,6 +11,23 @@ import torch.fx
 import torch.nn.functional as F
 
 
+class _KgTracer(torch.fx.Tracer):
+    """symbolic_trace that keeps buffers as get_attr nodes, so arithmetic on buffers alone
+    (`self.s_x * self.s_w`) stays in the graph; plain tracing evaluates it once into a constant
+    that load_state_dict would never update."""
+
+    proxy_buffer_attributes = True
+
+
+def kg_trace(module):
+    """The module's forward as a GraphModule with live buffers; plain symbolic_trace if that fails."""
+    try:
+        graph = _KgTracer().trace(module)
+    except Exception:  # noqa: BLE001 - e.g. Python control flow on a buffer; plain tracing may still work
+        return torch.fx.symbolic_trace(module)
+    return torch.fx.GraphModule(module, graph, type(module).__name__)
+
+
 def _kg_versions(*ts):
     return tuple((t._version, t.data_ptr()) if t is not None else None for t in ts)
 

@@ -61,9 +61,9 @@ def _rewrite_source(triton: bool, cpp: bool = False, fusion: bool = False) -> st
     return src
 
 
-def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str, live_buffers: bool = False) -> str:
-    """One level that traces the level below once and applies every listed rewrite to the graph
-    (live_buffers: buffers stay get_attr nodes, see precision.kg_lp_trace)."""
+def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str) -> str:
+    """One level that traces the level below once (buffers kept live: fx_rewrites.kg_trace) and
+    applies every listed rewrite to the graph."""
     calls = "\n".join(f"            {REWRITE_FNS[r].__name__}(gm{''.join(f', {k}={v!r}' for k, v in p.items())})"
                       for r, p in rewrites)
     body = f'''    def forward(self, *args):
@@ -72,7 +72,7 @@ def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str, live_
             base = __class__.__bases__[0]
             shadow = base.__new__(base)
             shadow.__dict__ = self.__dict__          # same parameters and submodules, the level below's forward
-            gm = {'kg_lp_trace' if live_buffers else 'torch.fx.symbolic_trace'}(shadow)
+            gm = kg_trace(shadow)
 {calls}
             object.__setattr__(self, "_kg_gm_{tag}", gm)  # not a submodule: state_dict keys unchanged
         return gm(*args)'''
@@ -242,6 +242,35 @@ STRATEGIES: tuple[Strategy, ...] = (
 )
 
 
+# Expected speedup of each strategy before anything is measured: the explore order (one variant of
+# every strategy before a second variant of any; higher first). Rewrites that remove work or use the
+# workload's own low-precision formats lead; runtime configurations, which torch.compile (a
+# baseline) already covers in part, come last.
+PRIORS: dict[str, float] = {
+    "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
+    "rewrite:sdpa": 2.0, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
+    "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
+    "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1,
+    "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
+    "cpp:layernorm": 1.05, "runtime:channels-last": 1.05, "runtime:cudnn-benchmark": 1.05,
+}
+
+
+def explore_order(options: list[list[tuple[Strategy, dict[str, Any]]]],
+                  rng: random.Random) -> list[list[tuple[Strategy, dict[str, Any]]]]:
+    """Single-strategy options in explore order: round k holds the k-th variant of each strategy,
+    by prior within a round; ties keep a seeded shuffle (deterministic per --seed)."""
+    options = list(options)
+    rng.shuffle(options)
+    seen: dict[str, int] = {}
+    keyed = []
+    for pos, lv in enumerate(options):
+        name = lv[0][0].name
+        keyed.append((seen.get(name, 0), -PRIORS.get(name, 1.0), pos, lv))
+        seen[name] = seen.get(name, 0) + 1
+    return [lv for *_, lv in sorted(keyed, key=lambda t: t[:3])]
+
+
 def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
     """The strategy part of a candidate file for a stack of (strategy, params), bottom first.
     Rewrites sit at the bottom and share one traced graph; runtime and precision levels wrap them."""
@@ -254,8 +283,7 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
         lowp = any(r in precision.PRECISION_REWRITES for r, _ in rewrites)
         if lowp:
             parts.append(precision.source())
-        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(r for r, _ in rewrites)}),
-                                      live_buffers=lowp))
+        parts.append(_render_rewrites(rewrites, "0_" + _tag("rewrite", {"r": "_".join(r for r, _ in rewrites)})))
     for k, (s, params) in enumerate(levels, start=1):
         if s.kind != "rewrite":
             parts.append(s.render(ctx, params, f"{k}_{_tag(s.name, params)}"))
@@ -290,11 +318,7 @@ class Library:
         tried = ctx.tried()
         out: list[Candidate] = []
         if mode == "explore":
-            options = self.singles(ctx)
-            rng.shuffle(options)
-            # rewrites first: they compose with everything else
-            options.sort(key=lambda lv: 0 if lv[0][0].kind == "rewrite" else 1)
-            for levels in options:
+            for levels in explore_order(self.singles(ctx), rng):
                 c = self._make(ctx, levels, None, generation)
                 if c.id not in tried and c.id not in {o.id for o in out}:
                     out.append(c)

@@ -35,21 +35,11 @@ _KG_LP_FLOATS = {"float": torch.float32, "double": torch.float64, "half": torch.
 
 # ---------------------------------------------------------------- graph helpers
 
-class _KgLpTracer(torch.fx.Tracer):
-    """symbolic_trace that keeps buffers as get_attr nodes: `self.w_q.to(torch.int32).t()` stays in the graph
-    (plain tracing folds it into a constant that load_state_dict would never update)."""
-
-    proxy_buffer_attributes = True
-
-
-def kg_lp_trace(module):
-    """The module's forward as a GraphModule whose buffers stay live; plain symbolic_trace if that fails."""
-    try:
-        graph = _KgLpTracer().trace(module)
-    except Exception:  # noqa: BLE001 - e.g. Python control flow on a buffer; plain tracing may still work
-        return torch.fx.symbolic_trace(module)
-    return torch.fx.GraphModule(module, graph, type(module).__name__)
-
+try:
+    kg_trace  # noqa: B018 - embedded in a candidate after fx_rewrites.py: its tracer
+except NameError:
+    from .fx_rewrites import kg_trace
+kg_lp_trace = kg_trace      # buffers stay get_attr nodes (see fx_rewrites.kg_trace)
 
 
 def _kg_lp_is(node, *names):

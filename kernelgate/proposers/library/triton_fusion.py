@@ -35,7 +35,6 @@ import torch.nn.functional as F
 
 try:
     import triton
-    import triton.language as tl  # noqa: F401 - the generated kernels import it
 except ImportError:  # the rewrites then apply nowhere, the launchers always fall back
     triton = None
 
