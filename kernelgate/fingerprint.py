@@ -179,7 +179,8 @@ class KernelCode:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "levels": {k: sum(v.values()) for k, v in self.levels.items()},
-                "num_warps": self.num_warps, "shared": self.shared, "variants": self.variants}
+                "num_warps": self.num_warps, "shared": self.shared, "variants": self.variants,
+                "histograms": self.levels}
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,19 @@ def build(profile: Profile, artifacts: Iterable[Mapping[str, Any]] = (), sass: b
         notes.append(f"code found for {len(code)} of {len(per_fwd)} kernels (the others are library or "
                      "precompiled kernels): the fingerprint is the kernel names and launch configurations")
     return Fingerprint(basis, per_fwd, {k: v / n for k, v in sigs.items()}, code, tuple(notes))
+
+
+def from_json(d: Mapping[str, Any]) -> Fingerprint:
+    """A fingerprint back from `Fingerprint.to_json()` (distances between stored candidates)."""
+    code = {}
+    for c in d.get("code") or []:
+        hist = c.get("histograms") or {}
+        code[str(c["name"])] = KernelCode(str(c["name"]), {str(k): {str(o): int(n) for o, n in v.items()}
+                                                            for k, v in hist.items()},
+                                          c.get("num_warps"), c.get("shared"), int(c.get("variants", 1)))
+    return Fingerprint(str(d.get("basis", "empty")), {str(k): float(v) for k, v in (d.get("kernels") or {}).items()},
+                       {str(k): float(v) for k, v in (d.get("signatures") or {}).items()}, code,
+                       tuple(d.get("notes") or ()))
 
 
 MEANING = {

@@ -331,9 +331,15 @@ def profile_session(session: Any, inputs: list[Any], *, warmup: int = 3, forward
 
     `session` is a `gate.judge.Session` (its worker runs the model; this process only reads the data).
     Returns the launch records and the compiled-kernel artifacts the worker found (fingerprint.py)."""
+    session.build(baseline=baseline)
+    return profile_live(session, inputs, warmup=warmup, forwards=forwards, artifacts=artifacts)
+
+
+def profile_live(session: Any, inputs: list[Any], *, warmup: int = 3, forwards: int = 5,
+                 artifacts: bool = True) -> tuple[Profile, list[dict[str, Any]]]:
+    """Profile the model `session`'s worker has already built (the search's accepted candidates)."""
     from . import targets
     task = session.task
-    session.build(baseline=baseline)
     timeout = session.cfg.call_timeout * (warmup + forwards) + session.cfg.build_timeout
     reply = session.request(request(task.device, inputs, warmup, forwards, artifacts), timeout, "profile")
     sm_count = None

@@ -265,6 +265,7 @@ class Evaluation:
     timing: Timing | None = None
     baseline: Timing | None = None     # the baseline measured interleaved with it
     speedup: Speedup | None = None
+    insight: dict[str, Any] | None = None   # bottleneck line, launch summary, fingerprint (insight.py)
 
     @property
     def accepted(self) -> bool:
@@ -274,13 +275,13 @@ class Evaluation:
         return {"candidate": self.candidate.to_json(), "verdict": self.verdict.to_json(),
                 "timing": self.timing.to_json() if self.timing else None,
                 "baseline": self.baseline.to_json() if self.baseline else None,
-                "speedup": self.speedup.to_json() if self.speedup else None}
+                "speedup": self.speedup.to_json() if self.speedup else None, "insight": self.insight}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Evaluation":
         return Evaluation(Candidate.from_json(d["candidate"]), Verdict.from_json(d["verdict"]),
                           Timing.from_json(d.get("timing")), Timing.from_json(d.get("baseline")),
-                          Speedup.from_json(d.get("speedup")))
+                          Speedup.from_json(d.get("speedup")), d.get("insight"))
 
 
 @dataclass(frozen=True)

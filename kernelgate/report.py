@@ -109,7 +109,8 @@ def _rows(result: dict) -> list[dict[str, str]]:
         rows.append({"#": str(i), "gen": str(c.get("generation", "-")),
                      "strategy": str(c.get("strategy") or "-") + (" (best)" if is_best else ""),
                      "parent": str(c.get("parent") or "-")[:8], "verdict": status, "reason": why, "median": _ms(med),
-                     "speedup": _ratio(ratio) + (" (flagged)" if sp.get("flagged") else "")})
+                     "speedup": _ratio(ratio) + (" (flagged)" if sp.get("flagged") else ""),
+                     "bottleneck": _line((ev.get("insight") or {}).get("bottleneck") or "-", 90)})
     return rows
 
 
@@ -201,6 +202,51 @@ def convergence_svg(result: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def fingerprint_points(result: dict) -> list[tuple[float, float, str, str]]:
+    """(distance to the best, median ms, strategy, basis) of every timed candidate with a fingerprint."""
+    pts = []
+    for ev in result.get("evaluations") or []:
+        d = ((ev.get("insight") or {}).get("distance_to_best") or {})
+        dist, med = _num(d.get("value")), _median(ev)
+        if dist is not None and med is not None and _accepted(ev):
+            pts.append((dist, med, str((ev.get("candidate") or {}).get("strategy") or "-"), str(d.get("basis") or "")))
+    return pts
+
+
+def fingerprint_svg(result: dict) -> str:
+    """Fingerprint distance to the best candidate against runtime: does the signal follow speed?"""
+    pts, e = fingerprint_points(result), html.escape
+    pw, top, bottom = W - ML - MR, MT + BAND, H - MB
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+           'font-family="sans-serif" font-size="11">',
+           "<title>kernelgate: fingerprint distance to the best candidate vs time</title>",
+           f'<rect x="{ML}" y="{MT}" width="{pw}" height="{bottom - MT}" fill="white" stroke="#999"/>']
+    if not pts:
+        out.append(f'<text x="{ML + pw / 2}" y="{(top + bottom) / 2}" text-anchor="middle" fill="#888">'
+                   "no profiled candidates</text></svg>")
+        return "\n".join(out) + "\n"
+    ms = [p[1] for p in pts]
+    lo, hi = min(ms), max(ms)
+    pad = (hi - lo) * 0.1 or abs(hi) * 0.1 or 1.0
+    lo, hi = max(0.0, lo - pad), hi + pad
+    x = lambda d: ML + d * pw  # noqa: E731 - distance is in [0, 1]
+    y = lambda v: top + (hi - v) / (hi - lo) * (bottom - top)  # noqa: E731
+    bases = sorted({p[3] for p in pts})
+    out.append(f'<text x="{ML}" y="{MT - 8}" fill="#444">basis: {e(", ".join(bases))}; 0 = same code as the best</text>')
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        out.append(f'<text x="{ML - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
+        out.append(f'<text x="{x(k / 4):.1f}" y="{bottom + 14}" text-anchor="middle">{k / 4:.2f}</text>')
+    out.append(f'<text x="{ML + pw / 2}" y="{H - 6}" text-anchor="middle">fingerprint distance to the best</text>')
+    mid = (top + bottom) / 2
+    out.append(f'<text x="14" y="{mid}" text-anchor="middle" transform="rotate(-90 14 {mid})">time (ms)</text>')
+    for d, m, strategy, basis in pts:
+        out.append(f'<circle class="marker" cx="{x(d):.1f}" cy="{y(m):.1f}" r="4" fill="#6a1b9a" fill-opacity="0.7">'
+                   f"<title>{e(strategy)}: {m:.4g} ms, distance {d:.3f} ({e(basis)})</title></circle>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def _title(result: dict) -> str:
     """Report title: workload, target and device."""
     r = {k: result.get(k) or "?" for k in ("workload", "target", "device")}
@@ -218,11 +264,15 @@ def render_markdown(result: dict, svg_name: str = "convergence.svg") -> str:
     b += [f"# {_md_cell(_title(result))}", "", "## Summary", ""] + [f"- {_md_cell(s)}" for s in _summary(result)]
     b += ["", "## Baselines", "", f"- eager: {_timing(result.get('eager'))}",
           f"- torch.compile: {_timing(result.get('compile'))}"]
-    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup"]
+    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup", "bottleneck"]
     rows = ["| " + " | ".join(_md_cell(r[k]) for k in cols) + " |" for r in _rows(result)]
     head = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     b += ["", "## Candidates", ""] + (head + rows if rows else ["No candidates were evaluated."])
     b += ["", "## Convergence", "", f"![best verified time per generation]({svg_name})"]
+    b += ["", "## Fingerprint distance vs time", "", "Each timed candidate's machine-code fingerprint distance to the "
+          "best one (kernel names and launch configurations, or opcode histograms where code was found) against "
+          "its time: points near 0 that are slow, or far ones that are fast, show where the signal misleads.", "",
+          "![fingerprint distance to the best vs time](fingerprint.svg)"]
     b += ["", "## Hardware and software", ""]
     b += [f"- {_md_cell(k)}: {_md_cell(v)}" for k, v in _conditions(result)] or ["- (not recorded)"]
     b += ["", "## Correctness check", "", CHECK_TEXT]
@@ -245,7 +295,7 @@ def render_html(result: dict, svg: str) -> str:
     ul = lambda items: "<ul>" + "".join(f"<li>{e(str(i))}</li>" for i in items) + "</ul>"  # noqa: E731
     summ = "".join(f'<p class="kept">{e(s)}</p>' if "baseline is kept" in s else f"<p>{e(s)}</p>"
                    for s in _summary(result))
-    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup"]
+    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup", "bottleneck"]
     rows = "".join(f'<tr class="{e(r["verdict"])}">' + "".join(f"<td>{e(r[k])}</td>" for k in cols) + "</tr>"
                    for r in _rows(result))
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
@@ -257,6 +307,7 @@ def render_html(result: dict, svg: str) -> str:
         "<h2>Baselines</h2>",
         ul([f"eager: {_timing(result.get('eager'))}", f"torch.compile: {_timing(result.get('compile'))}"]),
         "<h2>Candidates</h2>", table, "<h2>Convergence</h2>", svg,
+        "<h2>Fingerprint distance vs time</h2>", fingerprint_svg(result),
         "<h2>Hardware and software</h2>", f"<table>{cond}</table>" if cond else "<p>(not recorded)</p>",
         "<h2>Correctness check</h2>", f"<p>{e(CHECK_TEXT)}</p>",
         "<h2>Contract assumptions</h2>", ul(result.get("contract") or ["(none recorded)"]),
@@ -273,12 +324,13 @@ def render_reproduce(reproduce_cmds: dict[str, str]) -> str:
 
 
 def write_report(result: dict, out_dir: Path, *, reproduce_cmds: dict[str, str]) -> dict[str, Path]:
-    """Write report.md, report.html, convergence.svg and reproduce.sh into out_dir; return paths by file name."""
+    """Write report.md, report.html, convergence.svg, fingerprint.svg and reproduce.sh into out_dir; return paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     svg = convergence_svg(result)
     texts = {"report.md": render_markdown(result), "report.html": render_html(result, svg),
-             "convergence.svg": svg, "reproduce.sh": render_reproduce(reproduce_cmds)}
+             "convergence.svg": svg, "fingerprint.svg": fingerprint_svg(result),
+             "reproduce.sh": render_reproduce(reproduce_cmds)}
     paths = {}
     for name, text in texts.items():
         p = out_dir / name

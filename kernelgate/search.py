@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 
-from . import workload
+from . import insight, workload
 from .config import GateConfig, TimingConfig
 from .gate import bench as bench_mod
 from .gate.judge import Rejected, Session, Task, device_name, judge_session
@@ -41,6 +41,7 @@ class SearchConfig:
     per_generation: int = 4
     patience: int = 2                     # generations without improvement before a restart
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
+    profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
 
 
 class OutOfBudget(Exception):
@@ -61,6 +62,7 @@ class Search:
         self.timings: dict[str, Timing] = {}
         self.base_sessions: dict[str, Session] = {}
         self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
+        self.base_insight: dict | None = None       # the faster baseline's profile summary
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
@@ -96,6 +98,11 @@ class Search:
         self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
         self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
                  + f"; faster: {self.base_label}")
+        if self.scfg.profile:
+            self.base_insight = insight.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
+            if self.base_insight:
+                self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
+                self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, c: Candidate) -> Evaluation:
@@ -115,7 +122,8 @@ class Search:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
-                    ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]))
+                    found = insight.try_observe(s, self.notes, c.strategy) if self.scfg.profile else None
+                    ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]), found)
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
                                            message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
@@ -205,6 +213,11 @@ def finalize(search: Search) -> OptimizeResult:
     t = search.task
     best = search.best()
     eager, compiled = search.timings.get("eager"), search.timings.get("compile")
+    # fingerprint distance of every profiled candidate to the best one (or to the kept baseline)
+    anchor = best.insight if best is not None else search.base_insight
+    history = tuple(replace(e, insight={**e.insight, "distance_to_best": insight.distance(e.insight, anchor)})
+                    if e.insight else e for e in search.history)
+    best = next((h for h, e in zip(history, search.history) if e is best), best)
     if best is not None:
         base = best.baseline
         base_label = base.label
@@ -216,6 +229,6 @@ def finalize(search: Search) -> OptimizeResult:
     return OptimizeResult(
         workload=t.ref.spec.path, target=t.target, device=device_name(t.device), baseline_kind=base_label,
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best, final=final, best_ms=best_ms,
-        evaluations=tuple(search.history), conditions=conditions(t.device),
+        evaluations=history, conditions=conditions(t.device),
         contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
         seconds=time.monotonic() - search.t0)

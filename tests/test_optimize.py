@@ -65,6 +65,21 @@ def test_writes_every_output(run):
     assert "rewrite:merge-linear" in report and "Correctness" in report
 
 
+def test_accepted_candidates_carry_a_profile_summary(run):
+    """Bottleneck line and fingerprint from the candidate's own worker; distance to the best recorded."""
+    d, _, _, res, _ = run
+    doc = json.loads((d / "out" / "result.json").read_text())
+    timed = [e for e in doc["evaluations"] if e["timing"]]
+    assert timed, "the merge-linear candidate should have been timed"
+    for e in timed:
+        ins = e["insight"]
+        assert ins["bound"] in ("memory", "compute", "launch", "latency", "unknown") and ins["bottleneck"]
+        assert ins["fingerprint"]["basis"] == "ops" and ins["fingerprint"]["kernels"]
+        assert ins["distance_to_best"] is not None and 0.0 <= ins["distance_to_best"]["value"] <= 1.0
+    assert any(n.startswith("faster baseline (") for n in doc["notes"])
+    assert (d / "out" / "fingerprint.svg").exists()
+
+
 def test_emitted_module_is_a_verified_drop_in(run):
     d, ref, store, res, _ = run
     opt, orig = _load(d / "out" / "optimized.py"), _load(ref)

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from kernelgate.records import (Candidate, Evaluation, OptimizeResult, Reason, Speedup, Status, Timing,
                                 Verdict)
-from kernelgate.report import best_per_generation, convergence_svg, write_report
+from kernelgate.report import best_per_generation, convergence_svg, fingerprint_svg, write_report
 
 CMDS = {"verify the best candidate": "kernelgate verify examples/rowsoftmax.py optimized.py --target cuda",
         "bench against eager and torch.compile": "kernelgate bench examples/rowsoftmax.py optimized.py"}
@@ -52,12 +52,12 @@ def _markers(svg_text):
 
 def test_all_files_written_and_self_contained(tmp_path):
     paths = write_report(_result(), tmp_path / "out", reproduce_cmds=CMDS)
-    assert set(paths) == {"report.md", "report.html", "reproduce.sh", "convergence.svg"}
+    assert set(paths) == {"report.md", "report.html", "reproduce.sh", "convergence.svg", "fingerprint.svg"}
     for p in paths.values():
         assert p.parent == tmp_path / "out" and p.stat().st_size > 200
     md, page = paths["report.md"].read_text(), paths["report.html"].read_text()
     assert "](convergence.svg)" in md
-    assert page.count("<svg") == 1 and "<style>" in page
+    assert page.count("<svg") == 2 and "<style>" in page
     assert "<link" not in page and "src=" not in page and "<script" not in page
     for text in (md, page, paths["reproduce.sh"].read_text()):
         assert str(tmp_path) not in text
@@ -181,3 +181,17 @@ def test_robust_to_empty_and_nonfinite(tmp_path):
     assert write_report({}, tmp_path / "c", reproduce_cmds={})["report.html"].exists()
     assert "kernelgate report: ? on ? (?)" in (tmp_path / "c" / "report.md").read_text()
     assert _markers(convergence_svg({})) == []
+
+
+def test_fingerprint_plot_has_one_point_per_profiled_timed_candidate(tmp_path):
+    doc = _result()
+    ins = [{"bound": "memory", "bottleneck": "memory-bound: 61% of the floor",
+            "distance_to_best": {"value": d, "basis": "launches"}} for d in (0.5, 1.0, None, 0.0)]
+    for ev, i in zip(doc["evaluations"], ins):
+        ev["insight"] = i
+    doc["evaluations"][2]["insight"] = None                     # rejected: never profiled
+    svg = fingerprint_svg(doc)
+    assert len(_markers(svg)) == 3 and "launches" in svg
+    assert "no profiled candidates" in fingerprint_svg(_result())
+    paths = write_report(doc, tmp_path, reproduce_cmds=CMDS)
+    assert "memory-bound: 61% of the floor" in paths["report.md"].read_text()

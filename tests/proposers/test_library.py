@@ -116,3 +116,11 @@ def test_explore_order_tries_every_strategy_before_second_variants_and_by_prior(
         assert sorted(names[4:]) == ["runtime:compile", "runtime:compile", "triton:softmax"]
     a = explore_order(opts, _random.Random(1))
     assert a == explore_order(opts, _random.Random(1))            # deterministic per seed
+
+
+def test_refiners_follow_the_parents_bottleneck():
+    from kernelgate.proposers.library.library import refine_weight
+    assert refine_weight("runtime:cudagraph", "launch") > refine_weight("triton:gemm", "launch")
+    assert refine_weight("triton:pointwise", "memory") > refine_weight("runtime:cudagraph", "memory")
+    assert refine_weight("precision", "compute") > refine_weight("triton:pointwise", "compute")
+    assert refine_weight("rewrite:sdpa", "") == 2.0

@@ -256,6 +256,22 @@ PRIORS: dict[str, float] = {
 }
 
 
+# What a refiner stacks first on a parent, by the parent's bottleneck (insight.py "bound"): multiplies PRIORS.
+BOOSTS: dict[str, dict[str, float]] = {
+    "launch": {"runtime:cudagraph": 2.0, "runtime:compile": 1.5, "triton:pointwise": 1.3, "cpp:pointwise": 1.3},
+    "latency": {"runtime:cudagraph": 1.8, "runtime:compile": 1.3},
+    "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
+               "runtime:channels-last": 1.2},
+    "compute": {"precision": 1.5, "triton:gemm": 1.4, "precision:bf16-linear-act": 1.3, "runtime:compile": 1.2,
+                "runtime:cudnn-benchmark": 1.2},
+}
+
+
+def refine_weight(name: str, bound: str) -> float:
+    """How early a refiner tries strategy `name` on a parent whose bottleneck is `bound`."""
+    return PRIORS.get(name, 1.0) * BOOSTS.get(bound, {}).get(name, 1.0)
+
+
 def explore_order(options: list[list[tuple[Strategy, dict[str, Any]]]],
                   rng: random.Random) -> list[list[tuple[Strategy, dict[str, Any]]]]:
     """Single-strategy options in explore order: round k holds the k-th variant of each strategy,
@@ -336,8 +352,10 @@ class Library:
             extra = [lv[0] for lv in self.singles(ctx) if lv[0][0].name not in used
                      and not (lv[0][0].rewrite and any(b.rewrite == lv[0][0].rewrite for b, _ in base))]
             rng.shuffle(extra)
-            # a rewrite goes below runtime levels; a runtime level goes on top
-            extra.sort(key=lambda sv: 0 if sv[0].kind == "rewrite" else 1)
+            # what the parent's bottleneck calls for first (a rewrite then goes below runtime levels,
+            # a runtime level on top)
+            bound = str((parent.insight or {}).get("bound", ""))
+            extra.sort(key=lambda sv: -refine_weight(sv[0].name, bound))
             for s, v in extra:
                 levels = ([(s, v)] + base) if s.kind == "rewrite" else (base + [(s, v)])
                 if s.kind == "runtime" and any(b.kind == "runtime" and b.name in ("runtime:compile", "runtime:cudagraph")
