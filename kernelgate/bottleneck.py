@@ -194,10 +194,11 @@ class _Intermediates(TorchDispatchMode):
         return out
 
 
-def whole_forward(model: torch.nn.Module, inputs: Sequence[Any], kernels_per_forward: float) -> Fusion:
+def whole_forward(model: torch.nn.Module, inputs: Sequence[Any], kernels_per_forward: float | None = None) -> Fusion:
     """The fusion of a whole forward into one kernel: every op output read by a later op stays on chip.
 
-    Runs `model` (the trusted reference: the judge already runs it) once on meta tensors, else for real."""
+    Runs `model` (the trusted reference: the judge already runs it) once on meta tensors, else for real.
+    Without a measured `kernels_per_forward` (launch records), the non-view ops counted stand in for it."""
     device = next((t.device for t in model.parameters()), torch.device("cpu"))
 
     def run(meta: bool) -> _Intermediates:
@@ -224,4 +225,5 @@ def whole_forward(model: torch.nn.Module, inputs: Sequence[Any], kernels_per_for
     inter = [(b, mode.consumers[i]) for i, b in mode.produced.items() if i in mode.consumers]
     nbytes = sum(b for b, _ in inter)
     reads = round(sum(b * r for b, r in inter) / nbytes) if nbytes else 1
-    return Fusion("whole forward in one kernel", nbytes, max(0, round(kernels_per_forward) - 1), max(reads, 1))
+    launches = mode.ops if kernels_per_forward is None else kernels_per_forward
+    return Fusion("whole forward in one kernel", nbytes, max(0, round(launches) - 1), max(reads, 1))
