@@ -480,3 +480,31 @@ def test_worker_collects_compiled_artifacts_from_its_private_cache(write):
                        (3.0,), 132)
     fp = fingerprint.build(launched, arts, sass=False)
     assert fp.basis == "ptx" and fp.histogram("ptx")["ld.global"] == 1
+
+
+def test_strategy_fusions_count_what_each_generated_kernel_strategy_fuses():
+    from kernelgate import bottleneck
+
+    class Chain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 128)
+            self.scale = torch.nn.Parameter(torch.ones(128))
+
+        def forward(self, x):
+            y = torch.nn.functional.gelu(self.lin(x))      # GEMM feeding a group of 3 pointwise ops
+            y = y * self.scale + 1.0
+            z = torch.sigmoid(x) * x                        # a second group, not fed by a GEMM
+            return y, z
+
+    f = bottleneck.strategy_fusions(Chain().eval(), [torch.randn(32, 64)])
+    assert f["triton:pointwise"].launches_removed == 3                 # (gelu, mul, add) + (sigmoid, mul)
+    assert f["triton:pointwise"].intermediate_bytes == (2 * 32 * 128 + 32 * 64) * 4
+    assert f["triton:gemm-epilogue"].intermediate_bytes == 2 * 32 * 128 * 4
+    gemm = f["triton:gemm"]
+    assert gemm.intermediate_bytes == 3 * 32 * 128 * 4 and gemm.launches_removed == 3
+
+    class Lone(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, -1)
+    assert bottleneck.strategy_fusions(Lone(), [torch.randn(4, 8)]) == {}
