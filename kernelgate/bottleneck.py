@@ -250,7 +250,7 @@ def strategy_fusions(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str,
 
     from .proposers.library import triton_fusion as tf
     from .proposers.library.fx_rewrites import kg_trace
-    meta = copy.deepcopy(model).to("meta")
+    meta = model if all(t.is_meta for t in model.state_dict().values()) else copy.deepcopy(model).to("meta")
     gm = kg_trace(meta)
     ShapeProp(gm).propagate(*[x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs])
     mods, info = tf._kg_tf_info(gm)

@@ -63,6 +63,7 @@ class Search:
         self.base_sessions: dict[str, Session] = {}
         self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
         self.base_insight: dict | None = None       # the faster baseline's profile summary
+        self.estimates: dict = {}                     # strategy -> bottleneck.FusionEstimate
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
@@ -123,6 +124,12 @@ class Search:
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
                     found = insight.try_observe(s, self.notes, c.strategy) if self.scfg.profile else None
+                    family = c.strategy.split(" + ")[0].split("(")[0]
+                    if family in self.estimates and " + " not in c.strategy:
+                        pred = self.predicted_ms().get(family)
+                        found = {**(found or {}), "fusion_estimate": {
+                            "predicted_ms": pred, "measured_ms": timings[c.id].median_ms,
+                            "derivation": self.estimates[family].derivation}}
                     ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]), found)
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
@@ -142,8 +149,35 @@ class Search:
 
     def context(self) -> Context:
         t = self.task
+        base = self.timings.get(self.base_label) if self.base_label else None
         return Context(Path(t.ref.spec.path).read_text(), t.ref.spec.cls, "cuda" if t.device.startswith("cuda")
-                       else "cpu", device_name(t.device), t.contract, self.graph, tuple(self.history), {})
+                       else "cpu", device_name(t.device), t.contract, self.graph, tuple(self.history), {},
+                       baseline_ms=base.median_ms if base else None, predicted_ms=self.predicted_ms())
+
+    def fusion_estimates(self) -> None:
+        """What each generated-kernel strategy would save on this machine (bottleneck.strategy_fusions),
+        from the reference's graph on meta tensors; recorded next to each candidate's measurement."""
+        from . import bottleneck, targets
+        import torch
+        try:
+            try:        # built on the meta device: no copy of the weights
+                with torch.device("meta"):
+                    model = self.task.ref.cls(*self.task.ref.init_inputs).eval()
+            except Exception:  # noqa: BLE001 - a constructor that needs real tensors: copy the reference
+                model = self.task.oracle.model
+            fusions = bottleneck.strategy_fusions(model, self.task.given)
+            machine = targets.machine(self.task.device)
+            self.estimates = {k: bottleneck.fusion_estimate(f, machine) for k, f in fusions.items()}
+        except Exception as e:  # noqa: BLE001 - an estimate is a hint; the search runs without it
+            self.notes.append(f"no fusion estimates: {type(e).__name__}: {e}")
+            self.estimates = {}
+
+    def predicted_ms(self) -> dict[str, float]:
+        """Strategy -> eager time minus its predicted saving (ms), once the eager baseline is timed."""
+        eager = self.timings.get("eager")
+        if eager is None:
+            return {}
+        return {k: max(eager.median_ms - e.predicted_s * 1e3, 1e-6) for k, e in self.estimates.items()}
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
@@ -155,6 +189,7 @@ class Search:
             where = ", ".join(f"{k} ({v} place{'s' if v > 1 else ''})" for k, v in applied.items())
             self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
                               "every other op is left as the reference wrote it (runtime configurations only)")
+        self.fusion_estimates()
         self.baselines()
         if self.left() <= 0:
             msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines; no candidate was tried "

@@ -127,3 +127,34 @@ def test_budget_parsing():
     assert api.parse_budget("90") == 90 and api.parse_budget("5m") == 300 and api.parse_budget("1h") == 3600
     with pytest.raises(KernelgateError):
         api.parse_budget("soon")
+
+
+CHAIN = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(d) + 0.5)
+    def forward(self, x):
+        y = x * torch.sigmoid(x) * self.scale
+        return torch.tanh(y) + x
+def get_inputs():
+    return [torch.randn(256, 512)]
+def get_init_inputs():
+    return [512]
+"""
+
+
+def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
+    import shutil
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("no C++ compiler: cpp:pointwise does not apply on this machine")
+    ref = write("chain.py", CHAIN)
+    res = api.optimize(ref, target="cpu", budget=300, max_candidates=2, out=str(tmp_path / "o"),
+                       search_config=FAST)
+    assert not any(n.startswith("no fusion estimates") for n in res.notes)
+    ev = next(e for e in res.evaluations if e.candidate.strategy.startswith("cpp:pointwise"))
+    assert ev.accepted, ev.verdict.message
+    est = ev.insight["fusion_estimate"]
+    assert est["predicted_ms"] > 0 and est["measured_ms"] > 0 and "intermediates" in est["derivation"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..graph import GraphInfo
@@ -26,6 +26,8 @@ class Context:
     graph: GraphInfo
     history: tuple[Evaluation, ...]
     machine: dict[str, Any]             # SMs, L2, memory; the target's model as far as known
+    baseline_ms: float | None = None    # the faster baseline's time
+    predicted_ms: dict[str, float] = field(default_factory=dict)   # strategy -> fusion-estimated time
 
     def tried(self) -> set[str]:
         return {e.candidate.id for e in self.history}

@@ -124,3 +124,14 @@ def test_refiners_follow_the_parents_bottleneck():
     assert refine_weight("triton:pointwise", "memory") > refine_weight("runtime:cudagraph", "memory")
     assert refine_weight("precision", "compute") > refine_weight("triton:pointwise", "compute")
     assert refine_weight("rewrite:sdpa", "") == 2.0
+
+
+def test_fusion_estimates_reorder_trusted_fusion_strategies_only():
+    from kernelgate.proposers.library.library import prior
+    import dataclasses
+    _, _, ctx = _context(str(EXAMPLES / "projection.py"))
+    slow = dataclasses.replace(ctx, baseline_ms=1.0, predicted_ms={"triton:pointwise": 2.0, "triton:gemm": 0.1})
+    fast = dataclasses.replace(ctx, baseline_ms=1.0, predicted_ms={"triton:pointwise": 0.5})
+    assert prior("triton:pointwise", slow) == pytest.approx(1.3 * 0.5)     # compile already beats the fusion
+    assert prior("triton:pointwise", fast) == pytest.approx(1.3 * 2.0)
+    assert prior("triton:gemm", slow) == pytest.approx(1.1)                 # not trusted: the prior stands

@@ -272,8 +272,23 @@ def refine_weight(name: str, bound: str) -> float:
     return PRIORS.get(name, 1.0) * BOOSTS.get(bound, {}).get(name, 1.0)
 
 
+# Strategies whose fusion estimate (bottleneck.strategy_fusions) ranked measured savings on the H200
+# suite (benchmarks/results/fusion_rank_h200.json); for GEMM replacements it did not (no term for the
+# replaced kernel's efficiency), so their order stays the prior's.
+ESTIMATE_TRUSTED = ("triton:pointwise", "cpp:pointwise", "triton:gemm-epilogue")
+
+
+def prior(name: str, ctx: Context | None = None) -> float:
+    """PRIORS, scaled for trusted fusion strategies by the predicted speedup over the faster baseline
+    (clipped to [0.5, 2]): a fusion that torch.compile's own fusion already beats comes later."""
+    p = PRIORS.get(name, 1.0)
+    if ctx is not None and name in ESTIMATE_TRUSTED and ctx.baseline_ms and ctx.predicted_ms.get(name):
+        p *= min(2.0, max(0.5, ctx.baseline_ms / ctx.predicted_ms[name]))
+    return p
+
+
 def explore_order(options: list[list[tuple[Strategy, dict[str, Any]]]],
-                  rng: random.Random) -> list[list[tuple[Strategy, dict[str, Any]]]]:
+                  rng: random.Random, ctx: Context | None = None) -> list[list[tuple[Strategy, dict[str, Any]]]]:
     """Single-strategy options in explore order: round k holds the k-th variant of each strategy,
     by prior within a round; ties keep a seeded shuffle (deterministic per --seed)."""
     options = list(options)
@@ -282,7 +297,7 @@ def explore_order(options: list[list[tuple[Strategy, dict[str, Any]]]],
     keyed = []
     for pos, lv in enumerate(options):
         name = lv[0][0].name
-        keyed.append((seen.get(name, 0), -PRIORS.get(name, 1.0), pos, lv))
+        keyed.append((seen.get(name, 0), -prior(name, ctx), pos, lv))
         seen[name] = seen.get(name, 0) + 1
     return [lv for *_, lv in sorted(keyed, key=lambda t: t[:3])]
 
@@ -334,7 +349,7 @@ class Library:
         tried = ctx.tried()
         out: list[Candidate] = []
         if mode == "explore":
-            for levels in explore_order(self.singles(ctx), rng):
+            for levels in explore_order(self.singles(ctx), rng, ctx):
                 c = self._make(ctx, levels, None, generation)
                 if c.id not in tried and c.id not in {o.id for o in out}:
                     out.append(c)
