@@ -96,48 +96,48 @@ def bulk_bytes(obj: Any) -> int:
     return 0
 
 
+def _walk(o: Any, leaf) -> Any:
+    """`o` with every node for which `leaf` returns something other than `_KEEP` replaced by that value;
+    dicts, lists and tuples are rebuilt around the results."""
+    got = leaf(o)
+    if got is not _KEEP:
+        return got
+    if isinstance(o, dict):
+        return {k: _walk(v, leaf) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_walk(v, leaf) for v in o]
+    if isinstance(o, tuple):
+        return tuple(_walk(v, leaf) for v in o)
+    return o
+
+
+_KEEP = object()
+
+
 def pack(obj: Any, bulk: Bulk | None) -> Any:
     """`obj` with eligible tensors copied into `bulk` and replaced by references; what does not fit stays inline."""
     if bulk is None:
         return obj
     offset = [0]
 
-    def walk(o: Any) -> Any:
-        if _eligible(o):
-            n = o.numel() * o.element_size()
-            start = offset[0]
-            if start + n > bulk.size:
-                return o
-            view = bulk.buf[start:start + n].view(o.dtype).view(o.shape)
-            view.copy_(o.detach())
-            offset[0] = start + -(-n // _ALIGN) * _ALIGN
-            return {_TAG: [start, n, str(o.dtype).replace("torch.", ""), list(o.shape)]}
-        if isinstance(o, dict):
-            return {k: walk(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [walk(v) for v in o]
-        if isinstance(o, tuple):
-            return tuple(walk(v) for v in o)
-        return o
+    def leaf(o: Any) -> Any:
+        if not _eligible(o):
+            return _KEEP
+        n = o.numel() * o.element_size()
+        start = offset[0]
+        if start + n > bulk.size:
+            return o
+        bulk.buf[start:start + n].view(o.dtype).view(o.shape).copy_(o.detach())
+        offset[0] = start + -(-n // _ALIGN) * _ALIGN
+        return {_TAG: [start, n, str(o.dtype).replace("torch.", ""), list(o.shape)]}
 
-    return walk(obj)
+    return _walk(obj, leaf)
 
 
 def unpack(obj: Any, bulk: Bulk | None, device: str = "cpu") -> Any:
     """References replaced by tensors copied out of `bulk` (onto `device`); malformed references raise ValueError."""
-
-    def walk(o: Any) -> Any:
-        if isinstance(o, dict):
-            if _TAG in o and len(o) == 1:
-                return _read(o[_TAG], bulk, device)
-            return {k: walk(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [walk(v) for v in o]
-        if isinstance(o, tuple):
-            return tuple(walk(v) for v in o)
-        return o
-
-    return walk(obj)
+    return _walk(obj, lambda o: _read(o[_TAG], bulk, device) if isinstance(o, dict) and _TAG in o and len(o) == 1
+                 else _KEEP)
 
 
 def _read(ref: Any, bulk: Bulk | None, device: str) -> torch.Tensor:
