@@ -67,9 +67,13 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
 def explain_tolerance(ref: str, *, target: str = "cpu", contract: Contract | str | None = None,
                       inputs: str | None = None) -> list:
     """How the allowed error of each output is derived, on the workload's own inputs (one Derivation each)."""
-    from .gate import lowprec
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
-    task = prepare(spec, target, _contract(contract))
+    return derivations(prepare(spec, target, _contract(contract)))
+
+
+def derivations(task) -> list:
+    """The tolerance derivation of each output of a prepared task, on its given inputs."""
+    from .gate import lowprec
     o = task.oracle
     xs = task.given
     runs = o.run(xs)
@@ -172,6 +176,10 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
     doc = result.to_json()
     doc["run_id"] = run["run_id"]
+    try:                      # how the allowed error was derived, per output (explain-tolerance's text)
+        doc["tolerance"] = [d.to_text() for d in derivations(task)]
+    except Exception as e:  # noqa: BLE001 - the report stands without it
+        doc["tolerance"] = [f"(derivation unavailable: {type(e).__name__}: {e})"]
     (out_dir / "result.json").write_text(json.dumps(doc, indent=1))
     t = "cuda" if task.device.startswith("cuda") else "cpu"
     report_mod.write_report(doc, out_dir, reproduce_cmds={

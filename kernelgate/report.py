@@ -276,6 +276,8 @@ def render_markdown(result: dict, svg_name: str = "convergence.svg") -> str:
     b += ["", "## Hardware and software", ""]
     b += [f"- {_md_cell(k)}: {_md_cell(v)}" for k, v in _conditions(result)] or ["- (not recorded)"]
     b += ["", "## Correctness check", "", CHECK_TEXT]
+    for k, text in enumerate(result.get("tolerance") or []):
+        b += ["", f"Tolerance derivation, output {k} (`kernelgate explain-tolerance`):", "", "```", str(text), "```"]
     b += ["", "## Contract assumptions", ""]
     b += [f"- {_md_cell(a)}" for a in result.get("contract") or []] or ["- (none recorded)"]
     b += ["", "## Notes", ""] + ([f"- {_md_cell(n)}" for n in result.get("notes") or []] or ["- (none)"])
@@ -310,6 +312,8 @@ def render_html(result: dict, svg: str) -> str:
         "<h2>Fingerprint distance vs time</h2>", fingerprint_svg(result),
         "<h2>Hardware and software</h2>", f"<table>{cond}</table>" if cond else "<p>(not recorded)</p>",
         "<h2>Correctness check</h2>", f"<p>{e(CHECK_TEXT)}</p>",
+        "".join(f"<p>Tolerance derivation, output {k}:</p><pre>{e(str(t))}</pre>"
+                for k, t in enumerate(result.get("tolerance") or [])),
         "<h2>Contract assumptions</h2>", ul(result.get("contract") or ["(none recorded)"]),
         "<h2>Notes</h2>", ul(result.get("notes") or ["(none)"]),
         "<p>To reproduce: <code>bash reproduce.sh</code></p>", "</body></html>", ""])

@@ -63,6 +63,8 @@ def test_writes_every_output(run):
     assert any(line.startswith("[1] rewrite:merge-linear") for line in lines)      # live progress
     report = (out / "report.md").read_text()
     assert "rewrite:merge-linear" in report and "Correctness" in report
+    assert "Tolerance derivation, output 0" in report and "unit roundoff" in report     # explain-tolerance's text
+    assert doc["tolerance"] and "measured reference error" in doc["tolerance"][0]
 
 
 def test_accepted_candidates_carry_a_profile_summary(run):
