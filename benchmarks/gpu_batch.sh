@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU work, run from the repository root; at most 8 files land in $OUT.
+#
+#   bash benchmarks/gpu_batch.sh suite-a   # 2 GPUs: 8 suite workloads, 4 per GPU, in parallel (~7 min)
+#   bash benchmarks/gpu_batch.sh suite-b   # 2 GPUs: GPU 0 the last 4 suite workloads; GPU 1 the GPU tests,
+#                                          # then bf16 attention and int8 requantization (low precision)
+#
+# Then, here: python benchmarks/optimize_suite.py --merge part1.json part2.json part3.json --json results/...
+# and benchmarks/fusion_rank.py over the unpacked out*.tgz (each holds <workload>/result.json, report.md).
+# BUDGET (default 90) and LIMIT (seconds per suite process, default 540) override.
+set -u
+: "${OUT:?set OUT to the folder results go to}"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+
+suite() {   # GPU, part number, comma list of workloads
+    CUDA_VISIBLE_DEVICES=$1 timeout "${LIMIT:-540}" python benchmarks/optimize_suite.py --target cuda \
+        --budget "${BUDGET:-90}" --out "/tmp/kg_s$1" --json "$OUT/part$2.json" --only "$3" > "$OUT/log$2.txt" 2>&1
+    tar czf "$OUT/out$2.tgz" --exclude='*/candidates' -C /tmp "kg_s$1"
+}
+
+lowprec() {
+    export CUDA_VISIBLE_DEVICES=1
+    timeout 150 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1
+    timeout 380 python benchmarks/lowprec_h200.py --out /tmp/kg_lowprec.json --budget "${BUDGET:-60}" \
+        --only bf16_attention int8_linear_requant > "$OUT/lowprec_log.txt" 2>&1
+    cp /tmp/kg_lowprec.json "$OUT/lowprec.json" 2>/dev/null
+}
+
+case "${1:-}" in
+    suite-a) suite 0 1 elementwise_chain,linear_bias_gelu,avgpool,layernorm_residual &
+             suite 1 2 conv_bn_relu,attention,softmax_scale,mlp & wait ;;
+    suite-b) suite 0 3 gru,rms_norm,small_cnn,transformer_blocks & lowprec & wait ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b" >&2; exit 2 ;;
+esac
+for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
