@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import wire
+from .errors import KernelgateError
 from .records import Reason
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,12 @@ class Worker:
             self.start()
         assert self.conn is not None
         try:
-            self.conn.send_bytes(wire.encode(self._pack(msg)))
+            data = wire.encode(self._pack(msg))
+        except OSError as e:     # the judge's side (no room for a shared region): not the candidate's doing
+            raise KernelgateError(f"cannot stage {msg['op']} for the worker: {e} (free space in /dev/shm or "
+                                  "$TMPDIR)") from e
+        try:
+            self.conn.send_bytes(data)
             deadline = time.monotonic() + timeout
             while not self.conn.poll(0.05):
                 if self.proc.poll() is not None or self.over_limit:

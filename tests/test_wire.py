@@ -78,3 +78,18 @@ def test_regions_are_unlinked_once_mapped_and_large_tensors_cross_a_worker(tmp_p
         assert not os.path.exists(w._in.path) and not os.path.exists(w._out.path)
     finally:
         w.close()
+
+
+def test_no_room_for_a_region_is_the_judges_error_not_the_candidates(monkeypatch):
+    from kernelgate.errors import KernelgateError
+
+    def full(size):
+        raise OSError(28, "No space left on device")
+    w = Worker("wire-full")
+    try:
+        w.request({"op": "hello"}, 60)
+        monkeypatch.setattr(wire.Bulk, "create", staticmethod(full))
+        with pytest.raises(KernelgateError, match="No space left"):
+            w.request({"op": "hello", "x": big(1024, 1024)}, 60)
+    finally:
+        w.close()
