@@ -1,5 +1,6 @@
 """Each rewrite changes the graph where it applies, leaves it alone where it does not, and keeps the math."""
 import copy
+import math
 
 import pytest
 import torch
@@ -128,3 +129,31 @@ class Scaled(nn.Module):
 def test_fold_scale():
     gm = _check(Scaled(), [torch.randn(5, 16), torch.randn(2, 3, 9, 9)], R.kg_rewrite_fold_scale, 3)
     assert sum(n.target is R.kg_scaled_layer for n in gm.graph.nodes) == 3
+
+
+class ShapeScaled(nn.Module):
+    """The common idiom: the scale computed from the head dimension at run time."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1)
+        if self.how == "sqrt-shape":
+            s = s / math.sqrt(q.shape[-1])
+        elif self.how == "size-pow":
+            s = s * q.size(-1) ** -0.5
+        else:                                   # read from the data: not a shape-only scale
+            s = s / q.abs().amax()
+        return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("how, n", [("sqrt-shape", 1), ("size-pow", 1), ("data", 0)])
+def test_sdpa_with_a_scale_from_the_shape(how, n):
+    xs = [torch.randn(2, 3, 16, 8) for _ in range(3)]
+    gm = _check(ShapeScaled(how), xs, R.kg_rewrite_sdpa, n)
+    if n:
+        assert "kg_sdpa" in gm.code
+        ys = [torch.randn(1, 2, 5, 32) for _ in range(3)]          # another head dim: the scale follows it
+        torch.testing.assert_close(gm(*ys), ShapeScaled(how)(*ys), atol=1e-5, rtol=1e-5)

@@ -218,9 +218,35 @@ def _kg_transposed_last2(node):
     return None
 
 
-def kg_sdpa(q, k, v, scale):
-    """scaled_dot_product_attention with the contiguous output a matmul would give."""
-    return F.scaled_dot_product_attention(q, k, v, scale=scale).contiguous()
+def kg_sdpa(q, k, v, scale, divide=False):
+    """scaled_dot_product_attention with the contiguous output a matmul would give. `scale` (or its
+    reciprocal with divide) may come from the graph, e.g. math.sqrt(q.shape[-1]); a scale that is not
+    a Python number at run time takes the reference's own path."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        s = (q @ k.transpose(-2, -1))
+        s = s / scale if divide else s * scale
+        return torch.softmax(s, dim=-1) @ v
+    return F.scaled_dot_product_attention(q, k, v, scale=1.0 / scale if divide else float(scale)).contiguous()
+
+
+_KG_SHAPE_FUNCS = ("getitem", "sqrt", "mul", "truediv", "pow", "rsqrt", "floordiv", "add", "sub")
+
+
+def _kg_shape_scalar(node, depth=0):
+    """Whether node is a number computed from tensor shapes only (q.shape[-1], q.size(-1), math.sqrt of
+    those, arithmetic on them): the same for every input of one shape, never read from tensor data."""
+    if not hasattr(node, "op"):
+        return isinstance(node, (int, float)) and not isinstance(node, bool)
+    if depth > 8:
+        return False
+    if node.op == "call_function" and getattr(node.target, "__name__", "") == "getattr":
+        return len(node.args) == 2 and node.args[1] == "shape"
+    if node.op == "call_method" and node.target == "size":
+        return True
+    if node.op == "call_function" and getattr(node.target, "__name__", "") in _KG_SHAPE_FUNCS and \
+            getattr(node.target, "__module__", None) in ("math", "_operator", "operator"):
+        return all(_kg_shape_scalar(a, depth + 1) for a in node.args) and not node.kwargs
+    return False
 
 
 def kg_rewrite_sdpa(gm):
@@ -236,9 +262,10 @@ def kg_rewrite_sdpa(gm):
         if dim not in (-1,) or p.kwargs.get("dtype") is not None:
             continue
         s = p.args[0]
-        scale = 1.0
-        if _kg_is(s, "mul", "truediv") and isinstance(s.args[1], (int, float)) and len(_kg_users(s)) == 1:
-            scale = float(s.args[1]) if _kg_is(s, "mul") else 1.0 / float(s.args[1])
+        scale, divide = 1.0, False
+        if _kg_is(s, "mul", "truediv") and len(_kg_users(s)) == 1 and (
+                isinstance(s.args[1], (int, float)) or _kg_shape_scalar(s.args[1])):
+            scale, divide = s.args[1], _kg_is(s, "truediv")
             scores = s.args[0]
         else:
             scores = s
@@ -249,7 +276,7 @@ def kg_rewrite_sdpa(gm):
         if k is None:
             continue
         with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(kg_sdpa, (q, k, v, scale))
+            new = gm.graph.call_function(kg_sdpa, (q, k, v, scale, divide))
         node.replace_all_uses_with(new)
         for dead in (node, p, s, scores, kt):
             if dead in gm.graph.nodes and not dead.users:
