@@ -28,7 +28,9 @@ def observe(session: Any, *, warmup: int = 1, forwards: int = 3) -> dict[str, An
     b = bottleneck.classify(task.floor, prof)
     return {"bound": b.kind, "bottleneck": b.line, "kernels_per_forward": round(prof.kernels_per_forward, 3),
             "gap_share": round(prof.gap_share, 4), "forward_us": round(prof.forward_median_us, 3),
-            "fingerprint": fingerprint.build(prof, arts).to_json()}
+            # PTX / TTGIR histograms: disassembling every cubin to SASS would cost seconds per candidate
+            # inside the search's budget (`kernelgate profile` does it)
+            "fingerprint": fingerprint.build(prof, arts, sass=False).to_json()}
 
 
 def try_observe(session: Any, notes: list[str], label: str) -> dict[str, Any] | None:

@@ -305,10 +305,14 @@ class Harness:
         if msg.get("artifacts"):
             found: list[dict[str, Any]] = []
             budget = 64 << 20
+            # only the kernels this forward launched (inductor's autotuning leaves hundreds of others)
+            launched = {e["name"].split("(")[0].split()[-1] for e in events
+                        if str(e.get("cat", "")).lower() == "kernel" and e["name"]}
             for var in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
                 root = os.environ.get(var)
                 for p in sorted(Path(root).rglob("*")) if root and os.path.isdir(root) else []:
                     if (p.suffix not in (".ptx", ".ttgir", ".cubin", ".json") or p.stem.startswith("__grp__")
+                            or (launched and p.stem not in launched)
                             or not p.is_file() or p.stat().st_size > min(8 << 20, budget)):
                         continue
                     if p.suffix == ".json" and not any(p.with_suffix(s).exists() for s in (".ptx", ".cubin")):
