@@ -41,9 +41,9 @@ def launches(dev, monkeypatch):
     seen = []
     real = T._kg_tf_kernel
 
-    def kernel(program, kinds, precision=None):
-        seen.append(("pointwise" if precision is None else "gemm", kinds))
-        return real(program, kinds, precision)
+    def kernel(program, kinds, precision=None, row_op=None):
+        seen.append((row_op[0] if row_op else "pointwise" if precision is None else "gemm", kinds))
+        return real(program, kinds, precision, row_op)
     monkeypatch.setattr(T, "_kg_tf_kernel", kernel)
     return seen
 
@@ -559,3 +559,111 @@ def test_gpu_gemm_fp32_formats(precision, bound):
         ref = copy.deepcopy(m).double()(x.double(), r.double())
         err, eager_err = (gm(x, r).double() - ref).abs().max(), (m(x, r).double() - ref).abs().max()
     assert err <= eager_err * bound                                 # ieee: fp32-accurate; tf32: ~1e3x worse
+
+
+# ---------------------------------------------------------------- row ops with a fused prologue
+
+class ScaledSoftmax(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        if self.how == "function":
+            return torch.softmax(x * 0.125, dim=-1)
+        if self.how == "method":
+            return (x * 0.125 - 1.0).softmax(-1)
+        return F.softmax(x * 0.125, dim=1)                 # not the last dim of a 2-D input: left alone
+
+
+class ResidualNorm(nn.Module):
+    def __init__(self, d, affine=True):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.rand(d) + 0.5)
+        self.norm = nn.LayerNorm(d, elementwise_affine=affine)
+
+    def forward(self, x, r):
+        return self.norm(x + self.gamma * r)
+
+
+@pytest.mark.parametrize("how, n", [("function", 1), ("method", 1), ("dim1", 0)])
+def test_row_softmax_with_its_prologue(dev, launches, how, n):
+    m = ScaledSoftmax(how)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_row(gm) == n
+    x = torch.randn(6, 300, 1000, device=dev) if how != "dim1" else torch.randn(6, 300, device=dev)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-6, rtol=1e-5)
+    assert [k for k, _ in launches] == (["softmax"] if n else [])
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_row_layernorm_with_a_residual_prologue_reads_parameters_live(dev, launches, affine):
+    m = _randomize(ResidualNorm(384, affine)).to(dev)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_row(gm) == 1 and "layer_norm" not in gm.code
+    x, r = torch.randn(64, 384, device=dev), torch.randn(64, 384, device=dev)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x, r), m(x, r), atol=2e-5, rtol=1e-5)
+        new = _randomize(copy.deepcopy(m), 2.0)
+        gm.load_state_dict(new.state_dict())
+        torch.testing.assert_close(gm(x, r), new(x, r), atol=2e-5, rtol=1e-5)
+    assert [k for k, _ in launches] == ["layernorm", "layernorm"]
+
+
+def test_row_kernel_falls_back_where_it_does_not_apply(dev, launches):
+    m = ScaledSoftmax("function")
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    T.kg_rewrite_triton_row(gm)
+    wide = torch.randn(2, T._KG_TF_MAX_ROW * 2, device=dev)           # row longer than one program holds
+    strided = torch.randn(40, 64, device=dev).t()                      # not contiguous
+    with torch.no_grad():
+        for x in (wide, strided, torch.randn(4, 8, dtype=torch.float64)):
+            torch.testing.assert_close(gm(x), m(x))
+    assert launches == []
+
+
+def test_row_rewrite_leaves_a_plain_softmax_and_shared_prologues():
+    class Shared(nn.Module):
+        def forward(self, x):
+            y = x * 2.0
+            return torch.softmax(y, dim=-1) + y              # the prologue's value is used again
+    class Plain(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=-1)
+    for m in (Shared(), Plain()):
+        assert T.kg_rewrite_triton_row(fx.symbolic_trace(m)) == 0
+
+
+NORM_SRC = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.rand(d) + 0.5)
+        self.norm = nn.LayerNorm(d)
+    def forward(self, x, r):
+        return self.norm(x + self.gamma * r)
+def get_inputs():
+    return [torch.randn(64, 256), torch.randn(64, 256)]
+def get_init_inputs():
+    return [256]
+"""
+
+
+def test_rendered_row_candidate_passes_the_gate_and_a_wrong_one_does_not(dev, write, tmp_path):
+    if dev != "cpu":
+        pytest.skip("the CPU gate with interpreted kernels")
+    from kernelgate import api
+    ref_path = write("norm.py", NORM_SRC)
+    _, ctx = _context(ref_path)
+    body = _render(ctx, "triton:row", {})
+    cand = tmp_path / "cand.py"
+    cand.write_text(NORM_SRC + "\n\n" + body)
+    verdict = api.verify(ref_path, str(cand), target="cpu", store=str(tmp_path / "s.sqlite"))
+    assert verdict.status.value == "accepted", verdict.message
+    wrong = body.replace('"    mean = tl.sum(x, axis=0) / n_cols"', '"    mean = tl.sum(x, axis=0) / (n_cols + 1)"')
+    assert wrong != body
+    cand.write_text(NORM_SRC + "\n\n" + wrong)
+    assert api.verify(ref_path, str(cand), target="cpu", store=str(tmp_path / "s.sqlite")).status.value != "accepted"

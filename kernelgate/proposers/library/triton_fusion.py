@@ -356,6 +356,38 @@ def _kg_tf_gemm_source(program, kinds, precision):
         ""])
 
 
+def _kg_tf_row_source(program, kinds, row_op):
+    """One program per row: the pointwise prologue computed as the row is loaded, then the row op
+    (("softmax",) or ("layernorm", has_weight, has_bias)) in fp32, one store. Rows of up to BLOCK columns."""
+    args = "".join(f"a{k}, " for k in range(len(kinds)))
+    body, res = _kg_tf_body(program, kinds, "offs", "cols", "mask", "mask", "[BLOCK]")
+    fn = "tl.exp" if _KG_TF_INTERPRETED else "libdevice.exp"
+    if row_op[0] == "softmax":
+        tail = [f"    x = tl.where(mask, {res}, -float('inf'))",
+                "    e = tl.where(mask, " + fn + "(x - tl.max(x, axis=0)), 0.0)",
+                "    y = e / tl.sum(e, axis=0)"]
+    else:
+        _, has_w, has_b = row_op
+        tail = [f"    x = tl.where(mask, {res}, 0.0)",
+                "    mean = tl.sum(x, axis=0) / n_cols",
+                "    d = tl.where(mask, x - mean, 0.0)",
+                "    y = d / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)"]
+        if has_w:
+            tail.append("    y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)")
+        if has_b:
+            tail.append("    y = y + tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)")
+    return "\n".join([
+        "@triton.jit",
+        f"def kg_tf_kernel(out_ptr, n_cols, w_ptr, b_ptr, eps, {args}BLOCK: tl.constexpr):",
+        "    row = tl.program_id(0).to(tl.int64)",
+        "    cols = tl.arange(0, BLOCK)",
+        "    mask = cols < n_cols",
+        "    offs = row * n_cols + cols",
+        *body, *tail,
+        "    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+        ""])
+
+
 _KG_TF_KERNELS = {}
 
 
@@ -379,20 +411,24 @@ def _kg_tf_load(source):
     return mod.kg_tf_kernel
 
 
-def kg_tf_source(program, kinds, precision=None):
-    """The full generated module for a program: the pointwise kernel (precision None), or the GEMM
-    (precision: tl.dot's input_precision for fp32 operands, "" for 16-bit ones)."""
+def kg_tf_source(program, kinds, precision=None, row_op=None):
+    """The full generated module for a program: the pointwise kernel (precision None), the GEMM
+    (precision: tl.dot's input_precision for fp32 operands, "" for 16-bit ones), or a row kernel (row_op)."""
     libdevice = "" if _KG_TF_INTERPRETED else "from triton.language.extra import libdevice"
-    body = _kg_tf_pointwise_source(program, kinds) if precision is None else \
-        _kg_tf_gemm_source(program, kinds, precision)
+    if row_op is not None:
+        body = _kg_tf_row_source(program, kinds, row_op)
+    elif precision is None:
+        body = _kg_tf_pointwise_source(program, kinds)
+    else:
+        body = _kg_tf_gemm_source(program, kinds, precision)
     return _KG_TF_HEADER.format(libdevice=libdevice) + body
 
 
-def _kg_tf_kernel(program, kinds, precision=None):
-    key = (program, kinds, precision)
+def _kg_tf_kernel(program, kinds, precision=None, row_op=None):
+    key = (program, kinds, precision, row_op)
     k = _KG_TF_KERNELS.get(key)
     if k is None:
-        k = _kg_tf_load(kg_tf_source(program, kinds, precision))
+        k = _kg_tf_load(kg_tf_source(program, kinds, precision, row_op))
         _KG_TF_KERNELS[key] = k
     return k
 
@@ -663,7 +699,107 @@ def kg_rewrite_triton_gemm(gm, block_m=128, block_n=128, block_k=64, num_warps=8
     return _kg_tf_rewrite_gemms(gm, cfg, 1, bool(fp32_precision))
 
 
+# ---------------------------------------------------------------- row ops with a fused pointwise prologue
+
+_KG_TF_MAX_ROW = 16384
+
+
+def _kg_tf_row_eager(program, row_op, vals, w, b, eps):
+    x = _kg_tf_eager(program, vals)
+    if row_op[0] == "softmax":
+        return torch.softmax(x, dim=-1)
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def kg_tf_row(program, row_op, w, b, eps, *vals):
+    """softmax over the last dim / LayerNorm over the last dim of the program's result, by one generated
+    kernel (the prologue computed as each row is loaded) where it applies, else with torch."""
+    tensors = [v for v in vals if torch.is_tensor(v)]
+    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
+    t0 = tensors[0]
+    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
+        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
+    kinds = _kg_tf_kinds(vals, shape, t0.dtype, t0.device)
+    n_cols = shape[-1] if len(shape) else 0
+    params_ok = all(p is None or (torch.is_tensor(p) and p.dtype == t0.dtype and p.device == t0.device
+                                  and p.is_contiguous() and p.numel() == n_cols
+                                  and not (torch.is_grad_enabled() and p.requires_grad)) for p in (w, b))
+    if kinds is None or not params_ok or math.prod(shape) == 0 or n_cols > _KG_TF_MAX_ROW:
+        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
+    out = torch.empty(shape, dtype=t0.dtype, device=t0.device)
+    block = triton.next_power_of_2(n_cols)
+    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    op = row_op if row_op[0] == "softmax" else ("layernorm", w is not None, b is not None)
+    _kg_tf_launch(_kg_tf_kernel(program, kinds, None, op), (out.numel() // n_cols,), t0.device, out, n_cols,
+                  w if w is not None else out, b if b is not None else out, float(eps),
+                  *_kg_tf_args(vals, kinds), BLOCK=block, num_warps=warps)
+    return out
+
+
+def _kg_tf_row_op(node, mods):
+    """(row_op, weight, bias, eps) when node is a softmax or LayerNorm over the last dim, else None;
+    weight/bias are module attribute paths (str), Nodes or None."""
+    if node.op == "call_module":
+        m = mods.get(node.target)
+        if type(m) is torch.nn.Softmax and m.dim == -1 and len(node.args) == 1:
+            return ("softmax",), None, None, 0.0
+        if type(m) is torch.nn.LayerNorm and len(m.normalized_shape) == 1 and len(node.args) == 1:
+            w = node.target + ".weight" if m.weight is not None else None
+            b = node.target + ".bias" if getattr(m, "bias", None) is not None else None
+            return ("layernorm",), w, b, float(m.eps)
+        return None
+    if node.op in ("call_function", "call_method") and \
+            getattr(node.target, "__name__", node.target) == "softmax" and not node.kwargs.get("dtype"):
+        dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+        return (("softmax",), None, None, 0.0) if dim == -1 and len(node.args) <= 2 else None
+    if node.op == "call_function" and node.target is F.layer_norm:
+        bound = dict(zip(("input", "normalized_shape", "weight", "bias", "eps"), node.args))
+        bound.update(node.kwargs)
+        shape = bound.get("normalized_shape")
+        if not isinstance(shape, (tuple, list)) or len(shape) != 1 or not _kg_tf_number(bound.get("eps", 1e-5)):
+            return None
+        return ("layernorm",), bound.get("weight"), bound.get("bias"), float(bound.get("eps", 1e-5))
+    return None
+
+
+def kg_rewrite_triton_row(gm):
+    """softmax / LayerNorm over the last dim whose input is a group of pointwise ops (used only there)
+    -> one generated row kernel with the group computed as each row is loaded."""
+    if triton is None:
+        return 0
+    mods, info = _kg_tf_info(gm)
+    roots = {order[-1]: order for order in _kg_tf_groups(gm, info)}
+    n = 0
+    for node in list(gm.graph.nodes):
+        row = _kg_tf_row_op(node, mods)
+        if row is None or not node.args or node.args[0] not in roots:
+            continue
+        order = roots.pop(node.args[0])
+        if len(node.args[0].users) != 1:
+            continue
+        row_op, w, b, eps = row
+        inputs = _kg_tf_inputs(order, info)
+        program = _kg_tf_program(order, info, inputs)
+        with gm.graph.inserting_before(node):
+            w = gm.graph.get_attr(w) if isinstance(w, str) else w
+            b = gm.graph.get_attr(b) if isinstance(b, str) else b
+            new = gm.graph.call_function(kg_tf_row, (program, row_op, w, b, eps, *inputs))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        for m in reversed(order):
+            gm.graph.erase_node(m)
+            info.pop(m, None)
+        n += 1
+    return _kg_tf_finish(gm, n)
+
+
 TRITON_FUSION_REWRITES = {
+    "triton-row": kg_rewrite_triton_row,
     "triton-pointwise": kg_rewrite_triton_pointwise,
     "triton-epilogue": kg_rewrite_triton_epilogue,
     "triton-gemm": kg_rewrite_triton_gemm,
