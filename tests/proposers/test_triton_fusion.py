@@ -667,3 +667,74 @@ def test_rendered_row_candidate_passes_the_gate_and_a_wrong_one_does_not(dev, wr
     assert wrong != body
     cand.write_text(NORM_SRC + "\n\n" + wrong)
     assert api.verify(ref_path, str(cand), target="cpu", store=str(tmp_path / "s.sqlite")).status.value != "accepted"
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, how="pow"):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(d))
+        self.how = how
+
+    def forward(self, x):
+        if self.how == "pow":
+            ms = x.pow(2).mean(dim=-1, keepdim=True)
+            return x * torch.rsqrt(ms + 1e-6) * self.weight
+        if self.how == "sum":
+            return x / torch.sqrt(torch.sum(x * x, dim=[-1], keepdim=True) + 1e-5)
+        return x - x.mean(-1)                              # keepdim missing: not a row reduction
+
+
+@pytest.mark.parametrize("how, n", [("pow", 1), ("sum", 1), ("nokeep", 0)])
+def test_rowreduce_fuses_a_written_out_rmsnorm(dev, launches, how, n):
+    m = _randomize(RMSNorm(700, how)).to(dev)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_rowreduce(gm) == n
+    x = torch.randn(33, 700, device=dev) if how != "nokeep" else torch.randn(700, 700, device=dev)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=2e-5, rtol=1e-5)
+        if how == "pow":                                   # the weight is read live
+            new = _randomize(copy.deepcopy(m), 2.0)
+            gm.load_state_dict(new.state_dict())
+            torch.testing.assert_close(gm(x), new(x), atol=2e-5, rtol=1e-5)
+    assert [k for k, _ in launches] == ["reduce"] * (2 if how == "pow" else n)
+
+
+def test_rowreduce_falls_back_to_torch_where_it_does_not_apply(dev, launches):
+    m = RMSNorm(64)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    T.kg_rewrite_triton_rowreduce(gm)
+    with torch.no_grad():
+        for x in (torch.randn(8, 64, device=dev).t().contiguous().t(), torch.randn(4, 64, dtype=torch.float64)):
+            torch.testing.assert_close(gm(x), m.to(x.device)(x))
+    assert launches == []
+
+
+RMS_SRC = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(d))
+    def forward(self, x):
+        ms = x.pow(2).mean(dim=-1, keepdim=True)
+        return x * torch.rsqrt(ms + 1e-6) * self.weight
+def get_inputs():
+    return [torch.randn(64, 512)]
+def get_init_inputs():
+    return [512]
+"""
+
+
+def test_rendered_rowreduce_candidate_passes_the_gate(dev, write, tmp_path):
+    if dev != "cpu":
+        pytest.skip("the CPU gate with interpreted kernels")
+    from kernelgate import api
+    from kernelgate.proposers.library import Library
+    ref_path = write("rms.py", RMS_SRC)
+    _, ctx = _context(ref_path)
+    assert "triton:rowreduce" in {lv[0][0].name for lv in Library().singles(ctx)}
+    cand = tmp_path / "cand.py"
+    cand.write_text(RMS_SRC + "\n\n" + _render(ctx, "triton:rowreduce", {}))
+    verdict = api.verify(ref_path, str(cand), target="cpu", store=str(tmp_path / "s.sqlite"))
+    assert verdict.status.value == "accepted", verdict.message

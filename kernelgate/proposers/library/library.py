@@ -202,6 +202,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     # generated Triton kernels (triton_fusion.py): pointwise groups, and GEMM epilogues
     _rewrite("triton:pointwise", "triton-pointwise", "each group of pointwise ops as one generated Triton kernel",
              gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"]),
+    _rewrite("triton:rowreduce", "triton-rowreduce",
+             "a sum/mean over the last dim between two groups of pointwise ops (RMSNorm written out) as one "
+             "generated row kernel", gpu_only=True),
     _rewrite("triton:row", "triton-row",
              "softmax / LayerNorm over the last dim with the pointwise ops before it computed as each row is "
              "loaded: one generated kernel, one read and one write of the row", gpu_only=True),
@@ -253,7 +256,7 @@ PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
     "rewrite:sdpa": 2.0, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
-    "triton:row": 1.35,
+    "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1,
     "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
     "cpp:layernorm": 1.05, "runtime:channels-last": 1.05, "runtime:cudnn-benchmark": 1.05,
@@ -264,7 +267,8 @@ PRIORS: dict[str, float] = {
 BOOSTS: dict[str, dict[str, float]] = {
     "launch": {"runtime:cudagraph": 2.0, "runtime:compile": 1.5, "triton:pointwise": 1.3, "cpp:pointwise": 1.3},
     "latency": {"runtime:cudagraph": 1.8, "runtime:compile": 1.3},
-    "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:row": 1.5, "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
+    "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:row": 1.5, "triton:rowreduce": 1.5,
+               "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
                "runtime:channels-last": 1.2},
     "compute": {"precision": 1.5, "triton:gemm": 1.4, "precision:bf16-linear-act": 1.3, "runtime:compile": 1.2,
                 "runtime:cudnn-benchmark": 1.2},

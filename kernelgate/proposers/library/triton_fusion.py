@@ -26,6 +26,7 @@ import importlib.util
 import math
 import operator
 import os
+import re
 import sys
 import tempfile
 
@@ -371,7 +372,7 @@ def _kg_tf_row_source(program, kinds, row_op):
         tail = [f"    x = tl.where(mask, {res}, 0.0)",
                 "    mean = tl.sum(x, axis=0) / n_cols",
                 "    d = tl.where(mask, x - mean, 0.0)",
-                "    y = d / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)"]
+                "    y = tl.div_rn(d, tl.sqrt_rn(tl.sum(d * d, axis=0) / n_cols + eps))"]
         if has_w:
             tail.append("    y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)")
         if has_b:
@@ -385,6 +386,30 @@ def _kg_tf_row_source(program, kinds, row_op):
         "    offs = row * n_cols + cols",
         *body, *tail,
         "    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+        ""])
+
+
+def _kg_tf_rowred_source(prog1, kinds1, red, prog2, kinds2):
+    """One program per row: the first program's row summed (or averaged) to one value, which the second
+    program reads as its operand of kind 4 (RMSNorm written out: x.pow(2).mean(-1) then x * rsqrt(.) * w)."""
+    b1, r1 = _kg_tf_body(prog1, kinds1, "offs", "cols", "mask", "mask", "[BLOCK]")
+    rename = lambda text: re.sub(r"\b([vta])(\d+)\b", r"p\1\2", text)  # noqa: E731 - the first body's names
+    b1, r1 = [rename(line) for line in b1], rename(r1)
+    rk = kinds2.index(4)
+    b2, r2 = _kg_tf_body(prog2, kinds2, "offs", "cols", "mask", "mask", "[BLOCK]")
+    args = "".join(f"pa{k}, " for k in range(len(kinds1))) + "".join(f"a{k}, " for k in range(len(kinds2)) if k != rk)
+    scale = " / n_cols" if red == "mean" else ""
+    return "\n".join([
+        "@triton.jit",
+        f"def kg_tf_kernel(out_ptr, n_cols, {args}BLOCK: tl.constexpr):",
+        "    row = tl.program_id(0).to(tl.int64)",
+        "    cols = tl.arange(0, BLOCK)",
+        "    mask = cols < n_cols",
+        "    offs = row * n_cols + cols",
+        *b1,
+        f"    a{rk} = tl.sum(tl.where(mask, {r1}, 0.0), axis=0){scale}",
+        *b2,
+        f"    tl.store(out_ptr + offs, {r2}.to(out_ptr.dtype.element_ty), mask=mask)",
         ""])
 
 
@@ -413,9 +438,12 @@ def _kg_tf_load(source):
 
 def kg_tf_source(program, kinds, precision=None, row_op=None):
     """The full generated module for a program: the pointwise kernel (precision None), the GEMM
-    (precision: tl.dot's input_precision for fp32 operands, "" for 16-bit ones), or a row kernel (row_op)."""
+    (precision: tl.dot's input_precision for fp32 operands, "" for 16-bit ones), a row kernel (row_op), or a
+    row reduction between two programs (row_op ("reduce", sum|mean, program 2, kinds 2))."""
     libdevice = "" if _KG_TF_INTERPRETED else "from triton.language.extra import libdevice"
-    if row_op is not None:
+    if row_op is not None and row_op[0] == "reduce":
+        body = _kg_tf_rowred_source(program, kinds, row_op[1], row_op[2], row_op[3])
+    elif row_op is not None:
         body = _kg_tf_row_source(program, kinds, row_op)
     elif precision is None:
         body = _kg_tf_pointwise_source(program, kinds)
@@ -798,7 +826,99 @@ def kg_rewrite_triton_row(gm):
     return _kg_tf_finish(gm, n)
 
 
+def _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2):
+    x = _kg_tf_eager(prog1, vals1)
+    r = x.mean(dim=-1, keepdim=True) if red == "mean" else x.sum(dim=-1, keepdim=True)
+    return _kg_tf_eager(prog2, list(vals2[:rk]) + [r] + list(vals2[rk:]))
+
+
+def kg_tf_rowred(prog1, red, prog2, rk, n1, *vals):
+    """prog2(..., reduce(prog1(vals1), last dim, keepdim), ...) by one generated row kernel where it applies,
+    else with torch; vals = prog1's operands, then prog2's without the reduced value (its position rk)."""
+    vals1, vals2 = vals[:n1], vals[n1:]
+    tensors = [v for v in vals if torch.is_tensor(v)]
+    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
+    t0 = tensors[0]
+    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
+        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
+    k1, k2 = _kg_tf_kinds(vals1, shape, t0.dtype, t0.device), _kg_tf_kinds(vals2, shape, t0.dtype, t0.device)
+    n_cols = shape[-1] if len(shape) else 0
+    full = any(torch.is_tensor(v) and tuple(v.shape) == tuple(shape) for v in vals1)
+    if k1 is None or k2 is None or not full or math.prod(shape) == 0 or n_cols > _KG_TF_MAX_ROW:
+        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
+    kinds2 = k2[:rk] + (4,) + k2[rk:]
+    out = torch.empty(shape, dtype=t0.dtype, device=t0.device)
+    block = triton.next_power_of_2(n_cols)
+    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    kernel = _kg_tf_kernel(prog1, k1, None, ("reduce", red, prog2, kinds2))
+    _kg_tf_launch(kernel, (out.numel() // n_cols,), t0.device, out, n_cols, *_kg_tf_args(vals1, k1),
+                  *_kg_tf_args(vals2, k2), BLOCK=block, num_warps=warps)
+    return out
+
+
+def _kg_tf_reduction(node):
+    """"sum" or "mean" when node reduces its input over the last dim keeping it (x.mean(-1, keepdim=True))."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op not in ("call_method", "call_function") or name not in ("sum", "mean") or len(node.args) > 2:
+        return None
+    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    extra = set(node.kwargs) - {"dim", "keepdim"}
+    return name if dim == -1 and node.kwargs.get("keepdim") is True and not extra else None
+
+
+def kg_rewrite_triton_rowreduce(gm):
+    """A sum/mean over the last dim (keepdim) of a pointwise group (or of a tensor), read only by one
+    pointwise group -> one generated row kernel (RMSNorm written out, variance-style normalisations)."""
+    if triton is None:
+        return 0
+    _, info = _kg_tf_info(gm)
+    groups = _kg_tf_groups(gm, info)
+    root_of = {order[-1]: order for order in groups}
+    group_of = {m: order for order in groups for m in order}
+    n = 0
+    for node in list(gm.graph.nodes):
+        red = _kg_tf_reduction(node)
+        if red is None or not node.users or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        src = node.args[0]
+        g2 = group_of.get(next(iter(node.users)))
+        if g2 is None or any(group_of.get(u) is not g2 for u in node.users) or group_of.get(src) is g2:
+            continue
+        if src in root_of and len(src.users) == 1 and root_of[src] is not g2:
+            g1 = root_of[src]
+            in1 = _kg_tf_inputs(g1, info)
+            prog1 = _kg_tf_program(g1, info, in1)
+        else:
+            g1, in1, prog1 = [], [src], (("mul", ("i0", 1.0), ()),)       # the tensor itself (x * 1.0 is exact)
+        in2 = _kg_tf_inputs(g2, info)
+        rk = in2.index(node)
+        prog2 = _kg_tf_program(g2, info, in2)
+        rest = [a for a in in2 if a is not node]
+        root = g2[-1]
+        with gm.graph.inserting_before(root):
+            new = gm.graph.call_function(kg_tf_rowred, (prog1, red, prog2, rk, len(in1), *in1, *rest))
+        root.replace_all_uses_with(new)
+        for m in list(reversed(g2)) + [node] + list(reversed(g1)):
+            gm.graph.erase_node(m)
+            info.pop(m, None)
+        for order in (g1, g2):
+            for m in order:
+                group_of.pop(m, None)
+            if order:
+                root_of.pop(order[-1], None)
+        n += 1
+    return _kg_tf_finish(gm, n)
+
+
 TRITON_FUSION_REWRITES = {
+    "triton-rowreduce": kg_rewrite_triton_rowreduce,
     "triton-row": kg_rewrite_triton_row,
     "triton-pointwise": kg_rewrite_triton_pointwise,
     "triton-epilogue": kg_rewrite_triton_epilogue,
