@@ -3,8 +3,9 @@
     python benchmarks/gpu_triton_fusion.py --out results.json [--only elementwise_chain,mlp] [--tf32] [--tf32x3]
                                            [--rounds 10 --iters 10] [--keep DIR]
 
-For each workload (benchmarks/suite/elementwise_chain.py, linear_bias_gelu.py, mlp.py) it renders
-every applicable variant of triton:pointwise, triton:gemm-epilogue and triton:gemm (the library's own
+For each workload (benchmarks/suite/elementwise_chain.py, linear_bias_gelu.py, mlp.py, softmax_scale.py,
+layernorm_residual.py, rms_norm.py) it renders every applicable variant of triton:pointwise,
+triton:row, triton:rowreduce, triton:gemm-epilogue and triton:gemm (the library's own
 render(), so exactly what a search would propose) into candidate files, then runs
 `kernelgate bench REF CANDS... --target cuda --json` on them (the gate verifies each, then times
 eager, compile and the verified candidates interleaved). Extra experiments, each its own bench run:
@@ -32,8 +33,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SUITE = ("elementwise_chain", "linear_bias_gelu", "mlp")
-FUSION = ("triton:pointwise", "triton:gemm-epilogue", "triton:gemm")
+SUITE = ("elementwise_chain", "linear_bias_gelu", "mlp", "softmax_scale", "layernorm_residual", "rms_norm")
+FUSION = ("triton:pointwise", "triton:row", "triton:rowreduce", "triton:gemm-epilogue", "triton:gemm")
 
 
 def candidates(path: Path, precision: tuple[str, ...], gemm_override: str | None) -> list[dict[str, Any]]:
