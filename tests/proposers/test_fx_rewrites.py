@@ -157,3 +157,32 @@ def test_sdpa_with_a_scale_from_the_shape(how, n):
         assert "kg_sdpa" in gm.code
         ys = [torch.randn(1, 2, 5, 32) for _ in range(3)]          # another head dim: the scale follows it
         torch.testing.assert_close(gm(*ys), ShapeScaled(how)(*ys), atol=1e-5, rtol=1e-5)
+
+
+class Idioms(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        if self.how == "silu":
+            return x * torch.sigmoid(x)
+        if self.how == "silu-rev":
+            return torch.sigmoid(x).mul(x) + 1.0
+        if self.how == "gelu-pow":
+            return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+        if self.how == "gelu-cube":
+            return x * 0.5 * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+        if self.how == "not-gelu":                      # a different constant: another function
+            return 0.5 * x * (1.0 + torch.tanh(0.8 * (x + 0.044715 * torch.pow(x, 3))))
+        s = torch.sigmoid(x)
+        return x * s + s                                 # the sigmoid is used again: left alone
+
+
+@pytest.mark.parametrize("how, n, fn", [("silu", 1, "silu"), ("silu-rev", 1, "silu"), ("gelu-pow", 1, "gelu"),
+                                        ("gelu-cube", 1, "gelu"), ("not-gelu", 0, None), ("shared", 0, None)])
+def test_activation_idioms(how, n, fn):
+    x = torch.randn(64, 33) * 4
+    gm = _check(Idioms(how), [x], R.kg_rewrite_idioms, n, atol=2e-6)
+    if fn:
+        assert fn in gm.code and "torch.tanh" not in gm.code and "sigmoid" not in gm.code

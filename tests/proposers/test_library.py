@@ -135,3 +135,36 @@ def test_fusion_estimates_reorder_trusted_fusion_strategies_only():
     assert prior("triton:pointwise", slow) == pytest.approx(1.3 * 0.5)     # compile already beats the fusion
     assert prior("triton:pointwise", fast) == pytest.approx(1.3 * 2.0)
     assert prior("triton:gemm", slow) == pytest.approx(1.1)                 # not trusted: the prior stands
+
+
+SWIGLU = """
+import math
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.up = nn.Linear(d, 2 * d)
+    def forward(self, x):
+        a, b = self.up(x).chunk(2, dim=-1)
+        g = 0.5 * b * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (b + 0.044715 * torch.pow(b, 3))))
+        return a * torch.sigmoid(a) * g
+def get_inputs():
+    return [torch.randn(64, 128)]
+def get_init_inputs():
+    return [128]
+"""
+
+
+def test_activation_idioms_candidate_passes_the_gate(write, tmp_path):
+    from kernelgate import api
+    ref_path = write("swiglu.py", SWIGLU)
+    _, _, ctx = _context(ref_path)
+    lib = Library()
+    by_name = {lv[0][0].name: lv[0] for lv in lib.singles(ctx)}
+    cand = lib._make(ctx, [by_name["rewrite:activation-idioms"]], None, 0)
+    assert "F.gelu" in cand.source or "kg_rewrite_idioms" in cand.source
+    path = tmp_path / "cand.py"
+    path.write_text(cand.source)
+    v = api.verify(ref_path, str(path), target="cpu", store=str(tmp_path / "s.sqlite"))
+    assert v.accepted, v.message

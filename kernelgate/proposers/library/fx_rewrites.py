@@ -325,7 +325,95 @@ def kg_rewrite_merge_linear(gm):
     return n
 
 
+# ---------------------------------------------------------------- activation idioms written out
+
+_KG_GELU_C = (0.7978845608028654, 0.044715)        # sqrt(2/pi) and the cubic coefficient
+
+
+def _kg_num(v, target, tol=1e-6):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v) - target) <= tol * abs(target)
+
+
+def _kg_factors(node, limit=6):
+    """The operands of a tree of products rooted at node (inner products used only inside the tree)."""
+    if not _kg_is(node, "mul") or len(node.args) != 2 or node.kwargs or limit == 0:
+        return [node]
+    out = []
+    for a in node.args:
+        inner = hasattr(a, "op") and _kg_is(a, "mul") and len(_kg_users(a)) == 1
+        out += _kg_factors(a, limit - 1) if inner else [a]
+    return out
+
+
+def _kg_cubed(node, x):
+    """node is x**3 (pow(x, 3), x * x * x)."""
+    if _kg_is(node, "pow") and len(node.args) == 2 and node.args[0] is x and _kg_num(node.args[1], 3.0):
+        return True
+    f = _kg_factors(node)
+    return len(f) == 3 and all(a is x for a in f)
+
+
+def _kg_gelu_tanh_input(t):
+    """x when t is tanh(sqrt(2/pi) * (x + 0.044715 * x**3)), else None."""
+    if not _kg_is(t, "tanh") or len(t.args) != 1:
+        return None
+    f = _kg_factors(t.args[0])
+    c = [a for a in f if not hasattr(a, "op")]
+    inner = [a for a in f if hasattr(a, "op")]
+    if len(c) != 1 or len(inner) != 1 or not _kg_num(c[0], _KG_GELU_C[0]) or not _kg_is(inner[0], "add") \
+            or inner[0].kwargs:
+        return None
+    a, b = inner[0].args[:2]
+    for x, cube in ((a, b), (b, a)):
+        g = _kg_factors(cube) if hasattr(cube, "op") else []
+        k = [v for v in g if not hasattr(v, "op")]
+        rest = [v for v in g if hasattr(v, "op")]
+        if len(k) == 1 and _kg_num(k[0], _KG_GELU_C[1]) and hasattr(x, "op") and (
+                (len(rest) == 1 and _kg_cubed(rest[0], x)) or (len(rest) == 3 and all(v is x for v in rest))):
+            return x
+    return None
+
+
+def kg_rewrite_idioms(gm):
+    """Activations written out -> the library's one-kernel versions: x * sigmoid(x) -> silu(x);
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3))) -> gelu(x, approximate="tanh")."""
+    n = 0
+    for node in list(gm.graph.nodes):
+        if node not in gm.graph.nodes or not _kg_is(node, "mul"):
+            continue
+        f = _kg_factors(node)
+        new = None
+        if len(f) == 2 and all(hasattr(a, "op") for a in f):
+            for x, sig in ((f[0], f[1]), (f[1], f[0])):
+                if _kg_is(sig, "sigmoid") and len(sig.args) == 1 and sig.args[0] is x and len(_kg_users(sig)) == 1:
+                    with gm.graph.inserting_before(node):
+                        new = gm.graph.call_function(F.silu, (x,))
+                    break
+        elif len(f) == 3:
+            half = [a for a in f if _kg_num(a, 0.5)]
+            plus = [a for a in f if hasattr(a, "op") and _kg_is(a, "add") and not a.kwargs and len(_kg_users(a)) == 1]
+            for p in plus:
+                one = [v for v in p.args[:2] if _kg_num(v, 1.0)]
+                t = [v for v in p.args[:2] if hasattr(v, "op")]
+                x = _kg_gelu_tanh_input(t[0]) if len(one) == 1 and len(t) == 1 and len(_kg_users(t[0])) == 1 else None
+                if half and x is not None and [a for a in f if a is not half[0] and a is not p] == [x]:
+                    with gm.graph.inserting_before(node):
+                        new = gm.graph.call_function(F.gelu, (x,), {"approximate": "tanh"})
+                    break
+        if new is None:
+            continue
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.eliminate_dead_code()
+        n += 1
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
 REWRITES = {
+    "activation-idioms": kg_rewrite_idioms,
     "avgpool-as-conv": kg_rewrite_avgpool,
     "fold-bn": kg_rewrite_fold_bn,
     "fold-scale": kg_rewrite_fold_scale,

@@ -195,6 +195,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("rewrite:fold-scale", "fold-scale", "a constant scale after a conv/linear folded into its weights"),
     _rewrite("rewrite:sdpa", "sdpa", "matmul-softmax-matmul attention as scaled_dot_product_attention"),
     _rewrite("rewrite:merge-linear", "merge-linear", "consecutive linear maps merged into one"),
+    _rewrite("rewrite:activation-idioms", "activation-idioms",
+             "activations written out (x * sigmoid(x), the tanh form of GELU) as the library's one-kernel versions"),
     _rewrite("triton:softmax", "triton-softmax", "one-program-per-row Triton softmax (exp2, max subtraction)",
              gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"]),
     _rewrite("triton:layernorm", "triton-layernorm", "one-program-per-row Triton LayerNorm",
@@ -257,7 +259,8 @@ PRIORS: dict[str, float] = {
     "rewrite:sdpa": 2.0, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
-    "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1,
+    "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
+    "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1,
     "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
     "cpp:layernorm": 1.05, "runtime:channels-last": 1.05, "runtime:cudnn-benchmark": 1.05,
 }
