@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernelgate import bottleneck, targets  # noqa: E402
+from kernelgate.proposers.library.library import strategy_family as family  # noqa: E402
 
 SUITE = ROOT / "benchmarks" / "suite"
 GENERATED = ("triton:", "cpp:")
@@ -56,11 +57,6 @@ def spearman(a: list[float], b: list[float]) -> float | None:
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     var = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
     return cov / var if var else None
-
-
-def family(strategy: str) -> str:
-    """The strategy a parametrised candidate name starts with."""
-    return strategy.split(" + ")[0].split("(")[0].strip()
 
 
 def _load(name: str):

@@ -22,7 +22,7 @@ from .gate import timing
 from .graph import analyse
 from .proposers import Context
 from .proposers.library import Library
-from .proposers.library.library import REWRITE_FNS
+from .proposers.library.library import REWRITE_FNS, strategy_family
 from .records import Candidate, Evaluation, OptimizeResult, Status, Timing
 from .store import Store
 from .versions import conditions
@@ -124,7 +124,7 @@ class Search:
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
                     found = insight.try_observe(s, self.notes, c.strategy) if self.scfg.profile else None
-                    family = c.strategy.split(" + ")[0].split("(")[0]
+                    family = strategy_family(c.strategy)
                     if family in self.estimates and " + " not in c.strategy:
                         pred = self.predicted_ms().get(family)
                         found = {**(found or {}), "fusion_estimate": {

@@ -28,6 +28,14 @@ def kg_trace(module):
     return torch.fx.GraphModule(module, graph, type(module).__name__)
 
 
+def kg_finish(gm, n):
+    """After a rewrite changed n places: check and recompile the graph; returns n."""
+    if n:
+        gm.graph.lint()
+        gm.recompile()
+    return n
+
+
 def _kg_versions(*ts):
     return tuple((t._version, t.data_ptr()) if t is not None else None for t in ts)
 
@@ -105,9 +113,7 @@ def kg_rewrite_avgpool(gm):
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
         n += 1
-    if n:
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 # ---------------------------------------------------------------- batch norm folded into conv / linear
@@ -147,10 +153,7 @@ def kg_rewrite_fold_bn(gm):
             continue
         _kg_fuse_pair(gm, src, node, kg_conv_bn)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 # ---------------------------------------------------------------- constant scale folded into conv / linear
@@ -191,10 +194,7 @@ def kg_rewrite_fold_scale(gm):
         gm.graph.erase_node(node)
         gm.graph.erase_node(a)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 # ---------------------------------------------------------------- attention to scaled_dot_product_attention
@@ -282,10 +282,7 @@ def kg_rewrite_sdpa(gm):
             if dead in gm.graph.nodes and not dead.users:
                 gm.graph.erase_node(dead)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 # ---------------------------------------------------------------- consecutive linear maps merged
@@ -319,10 +316,7 @@ def kg_rewrite_merge_linear(gm):
             continue
         _kg_fuse_pair(gm, src, node, kg_linear2)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 # ---------------------------------------------------------------- activation idioms written out
@@ -406,10 +400,7 @@ def kg_rewrite_idioms(gm):
         gm.graph.erase_node(node)
         gm.graph.eliminate_dead_code()
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 REWRITES = {

@@ -289,6 +289,11 @@ def refine_weight(name: str, bound: str) -> float:
 ESTIMATE_TRUSTED = ("triton:pointwise", "cpp:pointwise", "triton:gemm-epilogue")
 
 
+def strategy_family(strategy: str) -> str:
+    """The strategy a candidate's (possibly stacked, parametrised) name starts with: "triton:row(...) + x" -> "triton:row"."""
+    return strategy.split(" + ")[0].split("(")[0].strip()
+
+
 def prior(name: str, ctx: Context | None = None) -> float:
     """PRIORS, scaled for trusted fusion strategies by the predicted speedup over the faster baseline
     (clipped to [0.5, 2]): a fusion that torch.compile's own fusion already beats comes later."""

@@ -36,9 +36,9 @@ _KG_LP_FLOATS = {"float": torch.float32, "double": torch.float64, "half": torch.
 # ---------------------------------------------------------------- graph helpers
 
 try:
-    kg_trace  # noqa: B018 - embedded in a candidate after fx_rewrites.py: its tracer
+    kg_trace, kg_finish  # noqa: B018 - embedded in a candidate after fx_rewrites.py: its helpers
 except NameError:
-    from .fx_rewrites import kg_trace
+    from .fx_rewrites import kg_finish, kg_trace
 kg_lp_trace = kg_trace      # buffers stay get_attr nodes (see fx_rewrites.kg_trace)
 
 
@@ -262,10 +262,7 @@ def _kg_lp_rewrite_fp8(gm, fp32_out):
         last.replace_all_uses_with(new)
         _kg_lp_erase_dead(gm, [last, node, b, b_dq, a_dq])
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 def kg_rewrite_fp8_scaled_mm(gm):
@@ -589,10 +586,7 @@ def _kg_lp_rewrite_int8(gm, triton_epilogue):
         chain[-1].replace_all_uses_with(new)
         _kg_lp_erase_dead(gm, chain + [node, a] + between)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 def kg_rewrite_int8_requant(gm, triton_epilogue=True):
@@ -655,10 +649,7 @@ def kg_rewrite_linear_act(gm):
         gm.graph.erase_node(act)
         gm.graph.erase_node(node)
         n += 1
-    if n:
-        gm.graph.lint()
-        gm.recompile()
-    return n
+    return kg_finish(gm, n)
 
 
 PRECISION_REWRITES = {
