@@ -130,6 +130,7 @@ class Harness:
         self.rms: list[list[float]] = []
         self.seen = 0
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.last_inputs: dict[int, torch.Tensor] = {}     # the previous call's inputs (reused buffers)
         self.in_bulk: wire.Bulk | None = None
         self.out_bulk: wire.Bulk | None = None
 
@@ -213,7 +214,7 @@ class Harness:
 
     def op_call(self, msg: dict) -> dict:
         assert self.model is not None
-        xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
+        xs = [self._placed(i, x) for i, x in enumerate(msg["inputs"])]
         snapshot = [x.clone() if isinstance(x, torch.Tensor) else None for x in xs]
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = _storages(xs)
@@ -225,6 +226,21 @@ class Harness:
             return desc
         changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None and not _same_bits(x, s)]
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
+
+    def _placed(self, i: int, x: Any) -> Any:
+        """Input i of a call, written into the previous call's input i where shape, dtype and strides match:
+        every call after the first sees new values at old addresses, so a cache keyed on data_ptr() (or on
+        the tensor object) returns its stale answer inside the correctness trials, not only by chance."""
+        if not isinstance(x, torch.Tensor):
+            return x
+        x = x.to(self.device)
+        prev = self.last_inputs.get(i)
+        if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
+                and prev.device == x.device):
+            prev.copy_(x)
+            return prev
+        self.last_inputs[i] = x
+        return x
 
     def op_pool(self, msg: dict) -> dict:
         """Store the input pool on the device once; timed loops draw from it."""
