@@ -168,3 +168,57 @@ def test_activation_idioms_candidate_passes_the_gate(write, tmp_path):
     path.write_text(cand.source)
     v = api.verify(ref_path, str(path), target="cpu", store=str(tmp_path / "s.sqlite"))
     assert v.accepted, v.message
+
+
+def _cudagraph_model(write, tmp_name="cg.py"):
+    from kernelgate.proposers.library import library
+    path = write(tmp_name, CONVNET)
+    _, model, ctx = _context(path, target="cuda")
+    strategy = next(s for s in library.STRATEGIES if s.name == "runtime:cudagraph")
+    src = Path(path).read_text() + "\n" + library.render(ctx, [(strategy, {})])
+    ns = {"__name__": "kg_candidate"}
+    exec(compile(src, "cand.py", "exec"), ns)
+    cand = ns["ModelNew"]().eval()
+    cand.load_state_dict(model.state_dict(), strict=True)
+    return model.eval(), cand
+
+
+def test_cudagraph_level_runs_the_level_below_off_the_gpu(write):
+    model, cand = _cudagraph_model(write)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(cand(x), model(x))
+
+
+@pytest.mark.gpu
+def test_cudagraph_level_replays_on_current_inputs():
+    """Graphs keyed by input addresses read the current contents; past the slots, inputs are copied into a
+    static graph; outputs handed out are never overwritten by later replays; parameters loaded in place are
+    seen by existing graphs."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    import tempfile
+    d = Path(tempfile.mkdtemp())
+
+    def write(name, text):
+        (d / name).write_text(text)
+        return str(d / name)
+    model, cand = _cudagraph_model(write)
+    model, cand = model.cuda(), cand.cuda()
+    held = []
+    with torch.no_grad():
+        buf = torch.empty(2, 3, 16, 16, device="cuda")
+        for k in range(12):
+            x = torch.randn(2, 3, 16, 16, device="cuda") if k % 3 else buf.normal_()   # new and reused addresses
+            out = cand(x)
+            torch.testing.assert_close(out, model(x))
+            held.append((x.clone(), out))
+        for x, out in held:                                   # earlier outputs are the caller's own
+            torch.testing.assert_close(out, model(x))
+        state = {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in model.state_dict().items()}
+        model.load_state_dict(state)
+        cand.load_state_dict(state)
+        x = buf.normal_()
+        torch.testing.assert_close(cand(x), model(x))
+    graphs = next(v for k, v in cand.__dict__.items() if k.startswith("_kg_graphs_"))
+    assert sum(1 for key in graphs if key[1] is None) == 1 and len(graphs) == 5   # 4 direct slots + 1 static

@@ -461,6 +461,9 @@ def test_strategies_apply_on_matching_graphs(write):
     from kernelgate.proposers.library import Library
     gemm = [lv[0][1] for lv in Library().singles(mlp_tf32) if lv[0][0].name == "triton:gemm"]
     assert len(gemm) == len(T.GEMM_CONFIGS) and all(v["fp32_precision"] == "tf32" for v in gemm)
+    # 3xTF32: fp32 GEMMs under the reference's own precision (no contract needed), never on the CPU
+    assert mlp.graph.patterns["triton-gemm-3xtf32"] == 2 and "triton:gemm-3xtf32" in _names(mlp)
+    assert "triton:gemm-3xtf32" not in _names(chain) | _names(soft) | _names(chain_cpu)
 
 
 def _render(ctx, name, params):
@@ -481,6 +484,7 @@ def _exec_candidate(src, ref_source, ref_model, xs):
 @pytest.mark.parametrize("name, params, source, kernels", [
     ("triton:pointwise", {"block": 256, "num_warps": 4}, CHAIN_SRC, 1),
     ("triton:gemm-epilogue", {"block": 256, "num_warps": 4}, MLP_SRC, 2),      # bias+GELU, bias+residual
+    ("triton:gemm-3xtf32", T.gemm_3xtf32_variants()[0], MLP_SRC, 2),          # GEMM with the epilogue in-kernel
 ])
 def test_rendered_candidates_are_self_contained(dev, write, name, params, source, kernels):
     ref, ctx = _context(write("w.py", source))
@@ -559,6 +563,27 @@ def test_gpu_gemm_fp32_formats(precision, bound):
         ref = copy.deepcopy(m).double()(x.double(), r.double())
         err, eager_err = (gm(x, r).double() - ref).abs().max(), (m(x, r).double() - ref).abs().max()
     assert err <= eager_err * bound                                 # ieee: fp32-accurate; tf32: ~1e3x worse
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", T.GEMM_CONFIGS_F32)
+def test_gpu_gemm_3xtf32(config):
+    """3xTF32 products keep fp32-level error (within 2x of cuBLAS's fp32 GEMM against fp64), unlike tf32."""
+    if T._KG_TF_INTERPRETED:
+        pytest.skip("TRITON_INTERPRET=1 in this session")
+    m = _randomize(LinearAct(2048, 1024), 0.05).cuda().eval()
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert T.kg_rewrite_triton_gemm_3xtf32(gm, *config) == 1
+    x, r = torch.randn(1000, 2048, device="cuda"), torch.randn(1000, 1024, device="cuda")
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            ref = copy.deepcopy(m).double()(x.double(), r.double())
+            err, eager_err = (gm(x, r).double() - ref).abs().max(), (m(x, r).double() - ref).abs().max()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    assert err <= eager_err * 2, (float(err), float(eager_err))
 
 
 # ---------------------------------------------------------------- row ops with a fused prologue

@@ -114,11 +114,26 @@ def _render_compile(ctx: Context, params: dict[str, Any], tag: str) -> str:
 
 
 def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    """Whole-forward CUDA-graph capture. A graph is keyed by the inputs' shapes, strides, dtypes and
+    addresses and reads the inputs where they lie (no copy): replaying it for tensors at the same
+    addresses computes from their current contents, as the caching allocator hands the same blocks back
+    in a steady loop. Past GRAPH_SLOTS addresses per shape, one graph with static input buffers (inputs
+    copied in) serves the rest. Outputs are cloned (the next replay reuses the graph's buffers); with
+    autograd recording, or for CPU tensors, the level below runs as is."""
     body = f'''    def forward(self, *args):
-        key = tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if torch.is_tensor(a) else a for a in args)
-        st = self.__dict__.get("_kg_graph_{tag}")
-        if st is None or st[0] != key:
-            static = [a.clone() if torch.is_tensor(a) else a for a in args]
+        if not any(torch.is_tensor(a) and a.is_cuda for a in args) or (
+                torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())):
+            return super().forward(*args)
+        shapes = tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if torch.is_tensor(a) else a for a in args)
+        ptrs = tuple(a.data_ptr() if torch.is_tensor(a) else None for a in args)
+        graphs = self.__dict__.get("_kg_graphs_{tag}")
+        if graphs is None:
+            graphs = {{}}
+            object.__setattr__(self, "_kg_graphs_{tag}", graphs)
+        st = graphs.get((shapes, ptrs)) or graphs.get((shapes, None))
+        if st is None:
+            direct = sum(1 for k in graphs if k[0] == shapes) < {params.get("slots", 4)}
+            static = list(args) if direct else [a.clone() if torch.is_tensor(a) else a for a in args]
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):              # warm-up outside the capture, joined below
@@ -126,14 +141,18 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
                     super().forward(*static)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            pool = next(iter(graphs.values()))[1].pool() if graphs else None
+            with torch.cuda.graph(graph, pool=pool):   # one memory pool for all of this module's graphs
                 out = super().forward(*static)
-            st = (key, graph, static, out)
-            object.__setattr__(self, "_kg_graph_{tag}", st)
-        _, graph, static, out = st
-        for s, a in zip(static, args):
-            if torch.is_tensor(a):
-                s.copy_(a)
+            # a direct graph keeps no reference to the inputs: it is replayed only while tensors of this
+            # shape occupy these addresses (the caller's current inputs)
+            st = (None if direct else static, graph, out)
+            graphs[(shapes, ptrs if direct else None)] = st
+        static, graph, out = st
+        if static is not None:
+            for s, a in zip(static, args):
+                if torch.is_tensor(a):
+                    s.copy_(a)
         graph.replay()
         # the graph's output buffer is reused by the next replay: hand out a copy
         return out.clone() if torch.is_tensor(out) else type(out)(o.clone() for o in out)'''
@@ -218,6 +237,10 @@ STRATEGIES: tuple[Strategy, ...] = (
              doc="a generated Triton GEMM with bias + the pointwise ops after it applied in-kernel "
                  "(bf16/fp16, or fp32 where the contract allows tf32); tiles, warps and stages searched together",
              rewrite="triton-gemm"),
+    _rewrite("triton:gemm-3xtf32", "triton-gemm-3xtf32",
+             "an fp32 linear/matmul + bias + the pointwise ops after it as one generated Triton GEMM with 3xTF32 "
+             "products (fp32-level error on tensor cores; no lower-precision contract needed)",
+             gpu_only=True, variants=triton_fusion.gemm_3xtf32_variants),
     # C++ (load_inline) kernels for the CPU; with no C++ compiler their patterns count 0 (KG_CPP_NO_COMPILER)
     _rewrite("cpp:pointwise", "cpp-pointwise", "chains of pointwise ops fused into one generated OpenMP/SIMD C++ loop",
              cpu_only=True),
@@ -239,7 +262,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("runtime:compile", "runtime", lambda ctx: True, _render_compile, _compile_modes,
              doc="torch.compile with another mode"),
     Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph,
-             doc="CUDA-graph capture of the whole forward, inputs copied into static buffers"),
+             doc="CUDA-graph capture of the whole forward, replayed on the inputs where they lie (copied into "
+                 "static buffers past a few addresses per shape); outputs cloned"),
     Strategy("runtime:channels-last", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
              _render_channels_last, doc="channels_last memory format for convolutions"),
     Strategy("runtime:cudnn-benchmark", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
@@ -260,7 +284,7 @@ PRIORS: dict[str, float] = {
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
-    "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1,
+    "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1, "triton:gemm-3xtf32": 1.4,
     "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
     "cpp:layernorm": 1.05, "runtime:channels-last": 1.05, "runtime:cudnn-benchmark": 1.05,
 }
@@ -273,7 +297,8 @@ BOOSTS: dict[str, dict[str, float]] = {
     "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:row": 1.5, "triton:rowreduce": 1.5,
                "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
                "runtime:channels-last": 1.2},
-    "compute": {"precision": 1.5, "triton:gemm": 1.4, "precision:bf16-linear-act": 1.3, "runtime:compile": 1.2,
+    "compute": {"precision": 1.5, "triton:gemm": 1.4, "triton:gemm-3xtf32": 1.4, "precision:bf16-linear-act": 1.3,
+                "runtime:compile": 1.2,
                 "runtime:cudnn-benchmark": 1.2},
 }
 

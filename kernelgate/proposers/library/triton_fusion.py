@@ -683,9 +683,10 @@ def _kg_tf_known_fp32(gm, w):
     return torch.is_tensor(t) and t.dtype == torch.float32
 
 
-def _kg_tf_rewrite_gemms(gm, cfg, min_ops, fp32_weights=True):
+def _kg_tf_rewrite_gemms(gm, cfg, min_ops, fp32_weights=True, only_fp32=False):
     """Each GEMM whose users all lie in one pointwise group (bias + group of at least min_ops ops) -> one
-    kg_tf_gemm call; fp32_weights False leaves GEMMs with a known fp32 weight alone."""
+    kg_tf_gemm call; fp32_weights False leaves GEMMs with a known fp32 weight alone, only_fp32 True takes
+    only those."""
     mods, info = _kg_tf_info(gm)
     n = 0
     for order in _kg_tf_groups(gm, info):
@@ -695,7 +696,8 @@ def _kg_tf_rewrite_gemms(gm, cfg, min_ops, fp32_weights=True):
             if gemm is None or not all(u in order for u in g.users):
                 continue
             kind, x, w, b = gemm
-            if len(order) + (b is not None) < min_ops or (not fp32_weights and _kg_tf_known_fp32(gm, w)):
+            if len(order) + (b is not None) < min_ops or (not fp32_weights and _kg_tf_known_fp32(gm, w)) \
+                    or (only_fp32 and not _kg_tf_known_fp32(gm, w)):
                 continue
             others = [a for a in inputs if a is not g]
             program = _kg_tf_program(order, info, [g] + others)
@@ -725,6 +727,17 @@ def kg_rewrite_triton_gemm(gm, block_m=128, block_n=128, block_k=64, num_warps=8
         return 0
     cfg = ("triton", block_m, block_n, block_k, num_warps, num_stages, fp32_precision)
     return _kg_tf_rewrite_gemms(gm, cfg, 1, bool(fp32_precision))
+
+
+def kg_rewrite_triton_gemm_3xtf32(gm, block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=3):
+    """fp32 Linear/matmul (+ bias) -> pointwise ops as one generated Triton GEMM whose products are split
+    3xTF32 (a = a_hi + a_lo in tf32, a_hi*b_hi + a_hi*b_lo + a_lo*b_hi on tensor cores, fp32 accumulation):
+    the error stays at the fp32 level, and the gate checks it like any other candidate's; no global flag
+    changes, no lower-precision contract needed."""
+    if triton is None:
+        return 0
+    cfg = ("triton", block_m, block_n, block_k, num_warps, num_stages, "tf32x3")
+    return _kg_tf_rewrite_gemms(gm, cfg, 1, True, only_fp32=True)
 
 
 # ---------------------------------------------------------------- row ops with a fused pointwise prologue
@@ -923,6 +936,7 @@ TRITON_FUSION_REWRITES = {
     "triton-pointwise": kg_rewrite_triton_pointwise,
     "triton-epilogue": kg_rewrite_triton_epilogue,
     "triton-gemm": kg_rewrite_triton_gemm,
+    "triton-gemm-3xtf32": kg_rewrite_triton_gemm_3xtf32,
 }
 
 # Hopper-sized tiles: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), searched together
@@ -933,6 +947,16 @@ VARIANTS = {
     "triton-pointwise": [{"block": 1024, "num_warps": 4}, {"block": 2048, "num_warps": 8}],
     "triton-epilogue": [{"block": 1024, "num_warps": 4}, {"block": 2048, "num_warps": 8}],
 }
+
+
+# fp32 operand tiles take twice the shared memory of 16-bit ones: BLOCK_K 32 keeps 3-4 stages under 228 KB
+GEMM_CONFIGS_F32 = ((128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (128, 128, 64, 8, 3), (64, 256, 32, 4, 4),
+                    (128, 64, 32, 4, 4))
+
+
+def gemm_3xtf32_variants(ctx=None):
+    return [{"block_m": bm, "block_n": bn, "block_k": bk, "num_warps": w, "num_stages": s}
+            for bm, bn, bk, w, s in GEMM_CONFIGS_F32]
 
 
 def gemm_variants(tf32):
