@@ -417,6 +417,8 @@ def get_init_inputs():
     return [24]
 '''
 
+BARE_MLP_SRC = MLP_SRC.replace("self.fc2(self.act(self.fc1(x))) + x", "self.fc2(self.fc1(x))")
+
 SOFTMAX_SRC = '''
 import torch
 import torch.nn as nn
@@ -463,6 +465,8 @@ def test_strategies_apply_on_matching_graphs(write):
     assert len(gemm) == len(T.GEMM_CONFIGS) and all(v["fp32_precision"] == "tf32" for v in gemm)
     # 3xTF32: fp32 GEMMs under the reference's own precision (no contract needed), never on the CPU
     assert mlp.graph.patterns["triton-gemm-3xtf32"] == 2 and "triton:gemm-3xtf32" in _names(mlp)
+    _, bare = _context(write("bare.py", BARE_MLP_SRC))
+    assert bare.graph.patterns["triton-gemm-3xtf32"] == 2       # GEMMs without an epilogue: identity epilogue
     assert "triton:gemm-3xtf32" not in _names(chain) | _names(soft) | _names(chain_cpu)
 
 
@@ -485,6 +489,7 @@ def _exec_candidate(src, ref_source, ref_model, xs):
     ("triton:pointwise", {"block": 256, "num_warps": 4}, CHAIN_SRC, 1),
     ("triton:gemm-epilogue", {"block": 256, "num_warps": 4}, MLP_SRC, 2),      # bias+GELU, bias+residual
     ("triton:gemm-3xtf32", T.gemm_3xtf32_variants()[0], MLP_SRC, 2),          # GEMM with the epilogue in-kernel
+    ("triton:gemm-3xtf32", T.gemm_3xtf32_variants()[1], BARE_MLP_SRC, 1),     # no epilogue: bias only, one kernel
 ])
 def test_rendered_candidates_are_self_contained(dev, write, name, params, source, kernels):
     ref, ctx = _context(write("w.py", source))

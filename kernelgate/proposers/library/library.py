@@ -238,7 +238,7 @@ STRATEGIES: tuple[Strategy, ...] = (
                  "(bf16/fp16, or fp32 where the contract allows tf32); tiles, warps and stages searched together",
              rewrite="triton-gemm"),
     _rewrite("triton:gemm-3xtf32", "triton-gemm-3xtf32",
-             "an fp32 linear/matmul + bias + the pointwise ops after it as one generated Triton GEMM with 3xTF32 "
+             "each fp32 linear/matmul (+ bias + the pointwise ops after it) as one generated Triton GEMM with 3xTF32 "
              "products (fp32-level error on tensor cores; no lower-precision contract needed)",
              gpu_only=True, variants=triton_fusion.gemm_3xtf32_variants),
     # C++ (load_inline) kernels for the CPU; with no C++ compiler their patterns count 0 (KG_CPP_NO_COMPILER)
