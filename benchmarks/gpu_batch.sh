@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_batch.sh suite-a   # 2 GPUs: 8 suite workloads, 4 per GPU, in parallel (~7 min)
 #   bash benchmarks/gpu_batch.sh suite-b   # 2 GPUs: GPU 0 the last 4 suite workloads; GPU 1 the GPU tests,
 #                                          # then bf16 attention and int8 requantization (low precision)
+#   LIMIT=585 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
 #
 # Then, here: python benchmarks/optimize_suite.py --merge part1.json part2.json part3.json --json results/...
 # and benchmarks/fusion_rank.py over the unpacked out*.tgz (each holds <workload>/result.json, report.md).
@@ -30,6 +31,8 @@ case "${1:-}" in
     suite-a) suite 0 1 elementwise_chain,linear_bias_gelu,avgpool,layernorm_residual &
              suite 1 2 conv_bn_relu,attention,softmax_scale,mlp & wait ;;
     suite-b) suite 0 3 gru,rms_norm,small_cnn,transformer_blocks & lowprec & wait ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b" >&2; exit 2 ;;
+    suite-all) suite 0 1 small_cnn,mlp,transformer_blocks,rms_norm,attention,elementwise_chain &
+               suite 1 2 conv_bn_relu,avgpool,softmax_scale,linear_bias_gelu,gru,layernorm_residual & wait ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

@@ -38,8 +38,9 @@ class Budget:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    per_generation: int = 4
+    per_generation: int = 2               # small generations: a refiner stacks on a winner early in a short budget
     patience: int = 2                     # generations without improvement before a restart
+    promising: float = 0.97               # refine only on a candidate at least this fast relative to the baseline
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
     profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
 
@@ -205,7 +206,8 @@ class Search:
         while True:
             self.check_budget()
             ctx = self.context()
-            mode = "explore" if generation == 0 or stale >= self.scfg.patience or generation % 2 == 0 else "refine"
+            mode = "explore" if generation == 0 or stale >= self.scfg.patience or generation % 2 == 0 \
+                or not self.promising() else "refine"
             props = self.library.propose(ctx, self.rng, self.scfg.per_generation, generation, mode)
             if not props:
                 other = "refine" if mode == "explore" else "explore"
@@ -222,6 +224,12 @@ class Search:
                 self.say(f"generation {generation}: no improvement for {stale} generations; restarting from the reference")
             best_ratio = max(best_ratio, ratio)
             generation += 1
+
+    def promising(self) -> bool:
+        """Whether some accepted candidate is near or past the baseline: stacking levels on a clearly slower
+        one spends the budget where it cannot pay."""
+        return any(e.accepted and e.speedup is not None and e.speedup.ratio >= self.scfg.promising
+                   for e in self.history)
 
     def _best_ratio(self) -> float:
         b = self.best()

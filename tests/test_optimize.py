@@ -160,3 +160,19 @@ def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
     assert ev.accepted, ev.verdict.message
     est = ev.insight["fusion_estimate"]
     assert est["predicted_ms"] > 0 and est["measured_ms"] > 0 and "intermediates" in est["derivation"]
+
+
+def test_refiners_stack_only_on_candidates_near_the_baseline():
+    """A refine generation builds on a candidate within `promising` of the baseline, else explores."""
+    from types import SimpleNamespace
+    from kernelgate.records import Speedup
+    from kernelgate.search import Search
+
+    def ev(ratio, accepted=True):
+        return SimpleNamespace(accepted=accepted, speedup=Speedup(ratio, ratio, ratio, 1.02, ratio > 1.02))
+    s = object.__new__(Search)
+    s.scfg = SearchConfig()
+    s.history = [ev(0.5), ev(0.9), ev(2.0, accepted=False)]
+    assert not s.promising()
+    s.history.append(ev(0.98))
+    assert s.promising()

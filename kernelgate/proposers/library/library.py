@@ -286,7 +286,7 @@ PRIORS: dict[str, float] = {
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
     "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1, "triton:gemm-3xtf32": 1.4,
     "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
-    "cpp:layernorm": 1.05, "runtime:channels-last": 1.05, "runtime:cudnn-benchmark": 1.05,
+    "cpp:layernorm": 1.05, "runtime:channels-last": 1.25, "runtime:cudnn-benchmark": 1.05,
 }
 
 
