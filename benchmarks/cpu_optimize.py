@@ -22,7 +22,7 @@ from kernelgate.versions import conditions  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--budget", default="60")
+    ap.add_argument("--budget", default="90")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "KERNELGATE_STORE": str(Path(d) / "s.sqlite")}

@@ -156,9 +156,11 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
                     int(run["seed"]), cfg, scfg, st, say)
     try:
-        search.run()
-    except OutOfBudget:
-        say("budget spent")
+        try:
+            search.run()
+        except OutOfBudget:
+            say("budget spent")
+        search.confirm()                 # the best claimed candidate, judged and timed afresh
     except RuntimeError as e:
         raise KernelgateError(str(e), Reason.TASK_LOAD) from e
     finally:

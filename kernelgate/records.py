@@ -303,6 +303,7 @@ class OptimizeResult:
     contract: tuple[str, ...]
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
+    confirmations: tuple[dict[str, Any], ...] = ()   # claimed candidates re-judged and re-timed afresh
 
     @property
     def speedup(self) -> float:
@@ -316,6 +317,8 @@ class OptimizeResult:
             "speedup_ci": [self.final.low, self.final.high] if self.final else [1.0, 1.0],
             "speedup_claimed": bool(self.final and self.final.claimed),
             "best_strategy": self.best.candidate.strategy if self.best else "baseline:" + self.baseline_kind,
+            "best_id": self.best.candidate.id if self.best else None,
+            "confirmations": list(self.confirmations),
             "candidates": len(self.evaluations),
             "accepted": sum(1 for e in self.evaluations if e.accepted),
             "eager": self.eager.to_json() if self.eager else None,

@@ -101,8 +101,11 @@ def _rows(result: dict) -> list[dict[str, str]]:
         c, v, sp = ev.get("candidate") or {}, ev.get("verdict") or {}, ev.get("speedup") or {}
         med = _median(ev)
         ratio = _num(sp.get("ratio")) if sp else (base / med if base and med else None)
-        is_best = (has_best and not marked and _accepted(ev) and c.get("strategy") == result.get("best_strategy")
-                   and med is not None and best_ms is not None and abs(med - best_ms) <= 1e-9 + 1e-6 * best_ms)
+        if result.get("best_id"):
+            is_best = has_best and not marked and _accepted(ev) and c.get("id") == result.get("best_id")
+        else:           # documents written before best_id
+            is_best = (has_best and not marked and _accepted(ev) and c.get("strategy") == result.get("best_strategy")
+                       and med is not None and best_ms is not None and abs(med - best_ms) <= 1e-9 + 1e-6 * best_ms)
         marked |= is_best
         status = str(v.get("status") or "-")
         why = "" if status == "accepted" else f"{v.get('reason') or '?'}: {_line(v.get('message'))}"
@@ -128,6 +131,12 @@ def _summary(result: dict) -> list[str]:
     else:
         lines.append(f"No candidate beat the faster baseline ({kind}); the baseline is kept.")
     lines.append(f"Candidates evaluated: {len(n)}, accepted by the gate: {sum(map(_accepted, n))}.")
+    for c in result.get("confirmations") or []:
+        fresh = (f"{_ratio(c.get('fresh_ratio'))}, 95% CI {_ci(c.get('fresh_ci'))}" if c.get("fresh_ratio") is not None
+                 else _line(c.get("verdict")))
+        lines.append(f"Confirmation of {c.get('strategy')}: {_ratio(c.get('search_ratio'))} in the search; judged "
+                     f"and timed afresh: {fresh} -> " + ("confirmed (the figures above are the fresh ones)."
+                                                         if c.get("confirmed") else "not confirmed, not kept."))
     return lines
 
 

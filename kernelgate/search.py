@@ -41,6 +41,8 @@ class SearchConfig:
     per_generation: int = 2               # small generations: a refiner stacks on a winner early in a short budget
     patience: int = 2                     # generations without improvement before a restart
     promising: float = 0.97               # refine only on a candidate at least this fast relative to the baseline
+    confirm_tries: int = 2                # claimed candidates re-judged and re-timed afresh at the end, best first
+    confirm_timing: TimingConfig | None = None   # the confirmation's timing (None: the search's, a fresh plan)
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
     profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
 
@@ -65,6 +67,9 @@ class Search:
         self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
         self.base_insight: dict | None = None       # the faster baseline's profile summary
         self.estimates: dict = {}                     # strategy -> bottleneck.FusionEstimate
+        self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
+        self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
+        self.confirm_ran = False
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
@@ -75,7 +80,7 @@ class Search:
         need = 0.0
         if self.durations:
             avg = sum(self.durations) / len(self.durations)
-            need = avg
+            need = avg * (2 if self.best() is not None else 1)     # and one more to confirm the best
         if self.left() <= need or len(self.history) >= self.budget.candidates:
             raise OutOfBudget
 
@@ -110,6 +115,15 @@ class Search:
     def evaluate(self, c: Candidate) -> Evaluation:
         """Gate, then time against the faster baseline, interleaved; record in the store."""
         t0 = time.monotonic()
+        ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile)
+        self.store.add_evaluation(self.run_id, ev)
+        self.history.append(ev)
+        self.durations.append(time.monotonic() - t0)
+        self.say(progress_line(len(self.history), ev, self.best()))
+        return ev
+
+    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool) -> Evaluation:
+        """The full gate in a fresh worker, then a measurement interleaved with both baselines."""
         path = self.out_dir / "candidates" / f"{c.id}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
@@ -119,12 +133,12 @@ class Search:
         if verdict.accepted:
             try:
                 sessions = {**self.base_sessions, c.id: s}
-                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, self.scfg.timing, lambda m: None)
+                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None)
                 if c.id in rejected:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
-                    found = insight.try_observe(s, self.notes, c.strategy) if self.scfg.profile else None
+                    found = insight.try_observe(s, self.notes, c.strategy) if profile else None
                     family = strategy_family(c.strategy)
                     if family in self.estimates and " + " not in c.strategy:
                         pred = self.predicted_ms().get(family)
@@ -137,11 +151,41 @@ class Search:
                                            message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
             finally:
                 s.worker.close()
-        self.store.add_evaluation(self.run_id, ev)
-        self.history.append(ev)
-        self.durations.append(time.monotonic() - t0)
-        self.say(progress_line(len(self.history), ev, self.best()))
         return ev
+
+    def confirm(self) -> None:
+        """Guard against the winner's curse: the fastest of several noisy measurements overstates its
+        speedup (a host shared with other work, clock and memory-placement drift between measurements).
+        Candidates with a claimed speedup, best first, are judged again in a fresh worker and timed afresh,
+        interleaved with both baselines (new inputs, new plan); the first whose fresh
+        measurement still claims is the result, with the fresh figures. One that does not is reported
+        and not kept; with none confirmed the baseline is kept."""
+        self.confirm_ran = True
+        claimed = sorted((e for e in self.history if e.accepted and e.speedup is not None and e.speedup.claimed),
+                         key=lambda e: -e.speedup.ratio)
+        for e in claimed[:self.scfg.confirm_tries]:
+            self.say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
+            fresh = self._judge_and_time(e.candidate, self.scfg.confirm_timing or self.scfg.timing, profile=False)
+            sp = fresh.speedup
+            ok = fresh.accepted and sp is not None and sp.claimed
+            self.confirmations.append({
+                "candidate": e.candidate.id, "strategy": e.candidate.strategy,
+                "search_ratio": e.speedup.ratio, "search_ci": [e.speedup.low, e.speedup.high],
+                "fresh_ratio": sp.ratio if sp else None, "fresh_ci": [sp.low, sp.high] if sp else None,
+                "fresh_threshold": sp.threshold if sp else None,
+                "fresh_ms": fresh.timing.median_ms if fresh.timing else None,
+                "fresh_baseline_ms": fresh.baseline.median_ms if fresh.baseline else None,
+                "verdict": fresh.verdict.status.value if fresh.accepted else
+                f"{fresh.verdict.reason.value}: {fresh.verdict.message}", "confirmed": ok})
+            if ok:
+                self.confirmed = replace(fresh, insight=e.insight)
+                self.say(f"confirmed: {sp.ratio:.2f}x [{sp.low:.2f}, {sp.high:.2f}]")
+                return
+            got = f"{sp.ratio:.2f}x [{sp.low:.2f}, {sp.high:.2f}]" if sp else fresh.verdict.message
+            msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but a fresh measurement gave {got}: "
+                   "not confirmed, not kept")
+            self.notes.append(msg)
+            self.say(msg)
 
     def best(self) -> Evaluation | None:
         """The fastest candidate with a claimed speedup over the baseline it was timed against."""
@@ -254,13 +298,15 @@ def progress_line(k: int, e: Evaluation, best: Evaluation | None) -> str:
 def finalize(search: Search) -> OptimizeResult:
     """The result: the best candidate (timed interleaved with both baselines), or the faster baseline."""
     t = search.task
-    best = search.best()
+    best = search.confirmed if search.confirm_ran else search.best()
     eager, compiled = search.timings.get("eager"), search.timings.get("compile")
     # fingerprint distance of every profiled candidate to the best one (or to the kept baseline)
     anchor = best.insight if best is not None else search.base_insight
     history = tuple(replace(e, insight={**e.insight, "distance_to_best": insight.distance(e.insight, anchor)})
                     if e.insight else e for e in search.history)
     best = next((h for h, e in zip(history, search.history) if e is best), best)
+    if best is not None and best.insight and anchor is not None:
+        best = replace(best, insight={**best.insight, "distance_to_best": 0.0})
     if best is not None:
         base = best.baseline
         base_label = base.label
@@ -274,4 +320,4 @@ def finalize(search: Search) -> OptimizeResult:
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best, final=final, best_ms=best_ms,
         evaluations=history, conditions=conditions(t.device),
         contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
-        seconds=time.monotonic() - search.t0)
+        seconds=time.monotonic() - search.t0, confirmations=tuple(search.confirmations))

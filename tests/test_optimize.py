@@ -176,3 +176,31 @@ def test_refiners_stack_only_on_candidates_near_the_baseline():
     assert not s.promising()
     s.history.append(ev(0.98))
     assert s.promising()
+
+
+def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
+    """The winner's curse: the best claimed candidate is judged and timed afresh; a claim that does not
+    repeat is reported and dropped, and the next claimed candidate is tried (at most confirm_tries)."""
+    from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
+    from kernelgate.search import Search
+
+    def ev(name, ratio, claimed=True):
+        return Evaluation(Candidate(name, name, ""), Verdict(Status.ACCEPTED, Reason.OK, "ok"),
+                          Timing(name, (1 / ratio,), 1 / ratio, 1 / ratio, 0.0), Timing("compile", (1.0,), 1.0, 1.0, 0.0),
+                          Speedup(ratio, ratio - 0.01, ratio + 0.01, 1.05, claimed))
+    fresh = {"a": ev("a", 0.94, claimed=False), "b": ev("b", 1.3), "c": ev("c", 1.25)}
+    s = object.__new__(Search)
+    s.scfg, s.notes, s.confirmations, s.confirmed = SearchConfig(), [], [], None
+    s.say = lambda m: None
+    s.history = [ev("c", 1.25), ev("a", 1.19), ev("b", 1.3), ev("d", 2.0, claimed=False)]
+    tried = []
+    s._judge_and_time = lambda c, tcfg, profile: tried.append(c.id) or fresh[c.id]
+    s.confirm()
+    assert tried == ["b"] and s.confirmed == fresh["b"] and s.confirmations[0]["confirmed"]
+    s.history, s.confirmations, tried[:] = [ev("a", 1.19), ev("c", 1.1), ev("b", 1.05)], [], []
+    fresh["c"] = ev("c", 1.02, claimed=False)
+    s.confirmed = None
+    s.confirm()                                    # a fails afresh, c fails afresh, b is never tried (2 tries)
+    assert tried == ["a", "c"] and s.confirmed is None
+    assert [c["confirmed"] for c in s.confirmations] == [False, False]
+    assert any("not confirmed" in n for n in s.notes)
