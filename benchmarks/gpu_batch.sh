@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_batch.sh suite-a   # 2 GPUs: 8 suite workloads, 4 per GPU, in parallel (~7 min)
 #   bash benchmarks/gpu_batch.sh suite-b   # 2 GPUs: GPU 0 the last 4 suite workloads; GPU 1 the GPU tests,
 #                                          # then bf16 attention and int8 requantization (low precision)
-#   LIMIT=585 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
+#   LIMIT=583 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
+#   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
 #
 # Then, here: python benchmarks/optimize_suite.py --merge part1.json part2.json part3.json --json results/...
 # and benchmarks/fusion_rank.py over the unpacked out*.tgz (each holds <workload>/result.json, report.md).
@@ -13,16 +14,31 @@ set -u
 : "${OUT:?set OUT to the folder results go to}"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 
+# each GPU's processes get their own half of the host's cores (the timed window includes host work:
+# a compile or autotune in the other GPU's search must not slow this one's launches)
+cores() {   # GPU index -> its core range, for taskset
+    local n half
+    n=$(nproc); half=$(( n / 2 ))
+    if [ "$1" = 0 ]; then echo "0-$(( half - 1 ))"; else echo "$half-$(( n - 1 ))"; fi
+}
+
+pin() {     # GPU index, command...: the command on that GPU's cores (as is without taskset)
+    local gpu=$1; shift
+    if command -v taskset >/dev/null 2>&1; then taskset -c "$(cores "$gpu")" "$@"; else "$@"; fi
+}
+
 suite() {   # GPU, part number, comma list of workloads
-    CUDA_VISIBLE_DEVICES=$1 timeout "${LIMIT:-540}" python benchmarks/optimize_suite.py --target cuda \
+    local CUDA_VISIBLE_DEVICES=$1
+    export CUDA_VISIBLE_DEVICES
+    pin "$1" timeout "${LIMIT:-540}" python benchmarks/optimize_suite.py --target cuda \
         --budget "${BUDGET:-90}" --out "/tmp/kg_s$1" --json "$OUT/part$2.json" --only "$3" > "$OUT/log$2.txt" 2>&1
     tar czf "$OUT/out$2.tgz" --exclude='*/candidates' -C /tmp "kg_s$1"
 }
 
 lowprec() {
     export CUDA_VISIBLE_DEVICES=1
-    timeout 150 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1
-    timeout 380 python benchmarks/lowprec_h200.py --out /tmp/kg_lowprec.json --budget "${BUDGET:-60}" \
+    pin 1 timeout 150 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1
+    pin 1 timeout 380 python benchmarks/lowprec_h200.py --out /tmp/kg_lowprec.json --budget "${BUDGET:-60}" \
         --only bf16_attention int8_linear_requant > "$OUT/lowprec_log.txt" 2>&1
     cp /tmp/kg_lowprec.json "$OUT/lowprec.json" 2>/dev/null
 }
@@ -33,6 +49,7 @@ case "${1:-}" in
     suite-b) suite 0 3 gru,rms_norm,small_cnn,transformer_blocks & lowprec & wait ;;
     suite-all) suite 0 1 small_cnn,mlp,transformer_blocks,rms_norm,attention,elementwise_chain &
                suite 1 2 conv_bn_relu,avgpool,softmax_scale,linear_bias_gelu,gru,layernorm_residual & wait ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all" >&2; exit 2 ;;
+    window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|window" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

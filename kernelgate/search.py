@@ -41,6 +41,7 @@ class SearchConfig:
     per_generation: int = 2               # small generations: a refiner stacks on a winner early in a short budget
     patience: int = 2                     # generations without improvement before a restart
     promising: float = 0.97               # refine only on a candidate at least this fast relative to the baseline
+    promising_host: float = 0.6           # ... or this fast when launch- or latency-bound (graph capture may pay)
     confirm_tries: int = 2                # claimed candidates re-judged and re-timed afresh at the end, best first
     confirm_timing: TimingConfig | None = None   # the confirmation's timing (None: the search's, a fresh plan)
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
@@ -271,9 +272,15 @@ class Search:
 
     def promising(self) -> bool:
         """Whether some accepted candidate is near or past the baseline: stacking levels on a clearly slower
-        one spends the budget where it cannot pay."""
-        return any(e.accepted and e.speedup is not None and e.speedup.ratio >= self.scfg.promising
-                   for e in self.history)
+        one spends the budget where it cannot pay. A launch- or latency-bound candidate (its time mostly host
+        work around the kernels) counts from `promising_host` on: graph capture, stacked on it, removes
+        exactly that part."""
+        def near(e: Evaluation) -> bool:
+            if not (e.accepted and e.speedup is not None):
+                return False
+            host = str((e.insight or {}).get("bound", "")) in ("launch", "latency")
+            return e.speedup.ratio >= (self.scfg.promising_host if host else self.scfg.promising)
+        return any(near(e) for e in self.history)
 
     def _best_ratio(self) -> float:
         b = self.best()

@@ -169,13 +169,20 @@ def test_refiners_stack_only_on_candidates_near_the_baseline():
     from kernelgate.search import Search
 
     def ev(ratio, accepted=True):
-        return SimpleNamespace(accepted=accepted, speedup=Speedup(ratio, ratio, ratio, 1.02, ratio > 1.02))
+        return SimpleNamespace(accepted=accepted, speedup=Speedup(ratio, ratio, ratio, 1.02, ratio > 1.02),
+                               insight=None)
     s = object.__new__(Search)
     s.scfg = SearchConfig()
     s.history = [ev(0.5), ev(0.9), ev(2.0, accepted=False)]
     assert not s.promising()
     s.history.append(ev(0.98))
     assert s.promising()
+    host = ev(0.7)
+    host.insight = {"bound": "latency"}            # mostly host work: graph capture stacked on it may pay
+    s.history = [ev(0.7), host]
+    assert s.promising()
+    s.history = [ev(0.7)]
+    assert not s.promising()
 
 
 def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
