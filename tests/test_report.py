@@ -195,3 +195,19 @@ def test_fingerprint_plot_has_one_point_per_profiled_timed_candidate(tmp_path):
     assert "no profiled candidates" in fingerprint_svg(_result())
     paths = write_report(doc, tmp_path, reproduce_cmds=CMDS)
     assert "memory-bound: 61% of the floor" in paths["report.md"].read_text()
+
+
+def test_confirmations_are_reported_and_the_best_row_is_found_by_id():
+    """The kept candidate's figures come from a fresh measurement (best_ms differs from its search row),
+    so the report marks the best row by candidate id and states each confirmation."""
+    from kernelgate.report import render_markdown
+    conf = ({"candidate": "x", "strategy": "triton:row-softmax", "search_ratio": 1.19, "search_ci": [1.16, 1.22],
+             "fresh_ratio": 0.94, "fresh_ci": [0.91, 0.99], "confirmed": False},
+            {"candidate": "y", "strategy": "runtime:cudagraph+tuned", "search_ratio": 1.5, "search_ci": [1.4, 1.6],
+             "fresh_ratio": 1.47, "fresh_ci": [1.44, 1.5], "confirmed": True})
+    r = _result(best_ms=1.36, confirmations=conf)
+    md = render_markdown(r)
+    assert "Confirmation of triton:row-softmax: 1.19x in the search; judged and timed afresh: 0.94x" in md
+    assert "not confirmed, not kept" in md and "confirmed (the figures above are the fresh ones)" in md
+    assert md.count("(best)") == 1 and "runtime:cudagraph+tuned (best)" in md
+    assert r["best_id"] == r["evaluations"][3]["candidate"]["id"]
