@@ -170,12 +170,12 @@ def test_activation_idioms_candidate_passes_the_gate(write, tmp_path):
     assert v.accepted, v.message
 
 
-def _cudagraph_model(write, tmp_name="cg.py"):
+def _cudagraph_model(write, tmp_name="cg.py", params=None):
     from kernelgate.proposers.library import library
     path = write(tmp_name, CONVNET)
     _, model, ctx = _context(path, target="cuda")
     strategy = next(s for s in library.STRATEGIES if s.name == "runtime:cudagraph")
-    src = Path(path).read_text() + "\n" + library.render(ctx, [(strategy, {})])
+    src = Path(path).read_text() + "\n" + library.render(ctx, [(strategy, params or {})])
     ns = {"__name__": "kg_candidate"}
     exec(compile(src, "cand.py", "exec"), ns)
     cand = ns["ModelNew"]().eval()
@@ -183,11 +183,17 @@ def _cudagraph_model(write, tmp_name="cg.py"):
     return model.eval(), cand
 
 
-def test_cudagraph_level_runs_the_level_below_off_the_gpu(write):
-    model, cand = _cudagraph_model(write)
+@pytest.mark.parametrize("outputs", ["clone", "in-place"])
+def test_cudagraph_level_runs_the_level_below_off_the_gpu(write, outputs):
+    model, cand = _cudagraph_model(write, params={"outputs": outputs})
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         torch.testing.assert_close(cand(x), model(x))
+
+
+def test_cudagraph_variants_hand_out_graph_buffers_first():
+    from kernelgate.proposers.library.library import _cudagraph_variants
+    assert _cudagraph_variants(None) == [{"outputs": "in-place"}, {"outputs": "clone"}]
 
 
 @pytest.mark.gpu
@@ -222,3 +228,53 @@ def test_cudagraph_level_replays_on_current_inputs():
         torch.testing.assert_close(cand(x), model(x))
     graphs = next(v for k, v in cand.__dict__.items() if k.startswith("_kg_graphs_"))
     assert sum(1 for key in graphs if key[1] is None) == 1 and len(graphs) == 5   # 4 direct slots + 1 static
+
+
+@pytest.mark.gpu
+def test_cudagraph_in_place_outputs_are_never_overwritten_while_held():
+    """Outputs in the graph's own buffers: a graph is replayed only when the caller no longer holds its last
+    output; two graphs per key alternate (a loop that keeps the previous result during the call); with both
+    held (or viewed), the level below runs instead, so held results stay intact."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    import tempfile
+    d = Path(tempfile.mkdtemp())
+
+    def write(name, text):
+        (d / name).write_text(text)
+        return str(d / name)
+    model, cand = _cudagraph_model(write, params={"outputs": "in-place"})
+    model, cand = model.cuda(), cand.cuda()
+    buf = torch.empty(2, 3, 16, 16, device="cuda")
+    with torch.no_grad():
+        first = cand(buf.normal_()).data_ptr()
+        for _ in range(3):                        # dropped each time: the graph's buffer again
+            out = cand(buf.normal_())
+            torch.testing.assert_close(out, model(buf))
+            assert out.data_ptr() == first
+            del out
+        held, views = [], []
+        for k in range(4):                        # held (and viewed): later calls must not touch them
+            x = buf.normal_()
+            out = cand(x)
+            held.append((x.clone(), out))
+            views.append(out[:1])
+        for x, out in held:
+            torch.testing.assert_close(out, model(x))
+        del held, out
+        x = buf.normal_()
+        torch.testing.assert_close(cand(x), model(x))   # a view is still held: correct, off the graph
+        assert cand(x).data_ptr() != first
+        del views
+        out = cand(x)
+        torch.testing.assert_close(out, model(x))
+        assert out.data_ptr() == first                    # nothing held: in place again
+        del out
+        ptrs = set()
+        y = None
+        for _ in range(6):                                # `y = model(x)` holds the previous y during the call
+            x = buf.normal_()
+            y = cand(x)
+            torch.testing.assert_close(y, model(x))
+            ptrs.add(y.data_ptr())
+        assert len(ptrs) == 2 and first in ptrs           # two graphs alternate; no eager fallback

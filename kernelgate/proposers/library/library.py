@@ -117,9 +117,15 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
     """Whole-forward CUDA-graph capture. A graph is keyed by the inputs' shapes, strides, dtypes and
     addresses and reads the inputs where they lie (no copy): replaying it for tensors at the same
     addresses computes from their current contents, as the caching allocator hands the same blocks back
-    in a steady loop. Past GRAPH_SLOTS addresses per shape, one graph with static input buffers (inputs
-    copied in) serves the rest. Outputs are cloned (the next replay reuses the graph's buffers); with
-    autograd recording, or for CPU tensors, the level below runs as is."""
+    in a steady loop. Past `slots` addresses per shape, one graph with static input buffers (inputs
+    copied in) serves the rest.
+    Outputs: "clone" hands out copies (the next replay reuses the graph's buffers). "in-place" hands out
+    the graph's own output buffers, and replays a graph only while none of its earlier outputs (or views
+    of them) is still held (storage use counts, as torch's cudagraph trees check them); each key has up
+    to two graphs with their own buffers, so `y = model(x)` in a loop, which still holds the previous y
+    during the call, alternates between them; with both held the level below runs as is.
+    With autograd recording, or for CPU tensors, the level below runs as is."""
+    in_place = params.get("outputs", "clone") == "in-place"
     body = f'''    def forward(self, *args):
         if not any(torch.is_tensor(a) and a.is_cuda for a in args) or (
                 torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())):
@@ -128,35 +134,61 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
         ptrs = tuple(a.data_ptr() if torch.is_tensor(a) else None for a in args)
         graphs = self.__dict__.get("_kg_graphs_{tag}")
         if graphs is None:
-            graphs = {{}}
+            graphs = {{}}                                # key -> [graph instances]
             object.__setattr__(self, "_kg_graphs_{tag}", graphs)
-        st = graphs.get((shapes, ptrs)) or graphs.get((shapes, None))
+        key = (shapes, ptrs) if (shapes, ptrs) in graphs or sum(1 for k in graphs if k[0] == shapes and k[1]) \\
+            < {params.get("slots", 4)} else (shapes, None)
+        insts = graphs.setdefault(key, [])
+        st = next((g for g in insts if g["base"] is None
+                   or all(_kg_cg_uses(o) <= b for o, b in zip(g["outs"], g["base"]))), None)
         if st is None:
-            direct = sum(1 for k in graphs if k[0] == shapes) < {params.get("slots", 4)}
-            static = list(args) if direct else [a.clone() if torch.is_tensor(a) else a for a in args]
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):              # warm-up outside the capture, joined below
-                for _ in range(2):
-                    super().forward(*static)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            pool = next(iter(graphs.values()))[1].pool() if graphs else None
-            with torch.cuda.graph(graph, pool=pool):   # one memory pool for all of this module's graphs
-                out = super().forward(*static)
-            # a direct graph keeps no reference to the inputs: it is replayed only while tensors of this
-            # shape occupy these addresses (the caller's current inputs)
-            st = (None if direct else static, graph, out)
-            graphs[(shapes, ptrs if direct else None)] = st
-        static, graph, out = st
-        if static is not None:
-            for s, a in zip(static, args):
+            if len(insts) >= {2 if in_place else 1}:
+                return super().forward(*args)      # every graph's outputs are still held: never overwrite them
+            st = self._kg_capture_{tag}(args, key[1] is not None, graphs)
+            insts.append(st)
+        if st["static"] is not None:
+            for s, a in zip(st["static"], args):
                 if torch.is_tensor(a):
                     s.copy_(a)
-        graph.replay()
-        # the graph's output buffer is reused by the next replay: hand out a copy
-        return out.clone() if torch.is_tensor(out) else type(out)(o.clone() for o in out)'''
-    return _class(tag, body)
+        st["graph"].replay()
+        out = st["out"]
+        return {"out.detach() if torch.is_tensor(out) else type(out)(o.detach() for o in out)" if in_place else
+                "out.clone() if torch.is_tensor(out) else type(out)(o.clone() for o in out)"}
+
+    def _kg_capture_{tag}(self, args, direct, graphs):
+        # a direct graph keeps no reference to the inputs: it is replayed only while tensors of this shape
+        # occupy these addresses (the caller's current inputs)
+        static = list(args) if direct else [a.clone() if torch.is_tensor(a) else a for a in args]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):                  # warm-up outside the capture, joined below
+            for _ in range(2):
+                super().forward(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        # graphs that hand out their own buffers keep a pool each (another graph's replay must not reuse
+        # memory a held output lives in); copies-out graphs share one
+        first = next((g for insts in graphs.values() for g in insts), None)
+        pool = first["graph"].pool() if first is not None and not {in_place} else None
+        with torch.cuda.graph(graph, pool=pool):
+            out = super().forward(*static)
+        outs = [out] if torch.is_tensor(out) else list(out)
+        return {{"static": None if direct else static, "graph": graph, "out": out, "outs": outs,
+                "base": [_kg_cg_uses(o) for o in outs] if {in_place} else None}}'''
+    helper = '''
+
+def _kg_cg_uses(t):
+    """How many tensors share t's storage (torch's own count; cudagraph trees use it the same way)."""
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+'''
+    return helper + _class(tag, body)
+
+
+def _cudagraph_variants(ctx: Context) -> list[dict[str, Any]]:
+    """Outputs in the graph's own buffers first (no copy) where torch exposes storage use counts."""
+    import torch
+    first = [{"outputs": "in-place"}] if hasattr(torch._C, "_storage_Use_Count") else []
+    return first + [{"outputs": "clone"}]
 
 
 def _render_channels_last(ctx: Context, params: dict[str, Any], tag: str) -> str:
@@ -261,9 +293,10 @@ STRATEGIES: tuple[Strategy, ...] = (
              rewrite="bf16-linear-act"),
     Strategy("runtime:compile", "runtime", lambda ctx: True, _render_compile, _compile_modes,
              doc="torch.compile with another mode"),
-    Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph,
+    Strategy("runtime:cudagraph", "runtime", lambda ctx: ctx.target == GPU, _render_cudagraph, _cudagraph_variants,
              doc="CUDA-graph capture of the whole forward, replayed on the inputs where they lie (copied into "
-                 "static buffers past a few addresses per shape); outputs cloned"),
+                 "static buffers past a few addresses per shape); outputs in the graph's buffers while no earlier "
+                 "one is held, or cloned"),
     Strategy("runtime:channels-last", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
              _render_channels_last, doc="channels_last memory format for convolutions"),
     Strategy("runtime:cudnn-benchmark", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
