@@ -476,9 +476,10 @@ def _render(ctx, name, params):
     return library.render(ctx, [(strategy, params)])
 
 
-def _exec_candidate(src, ref_source, ref_model, xs):
+def _exec_candidate(src, ref_source, ref_model, xs, **overrides):
     ns = {"__name__": "kg_candidate"}
     exec(compile(ref_source + "\n" + src, "cand.py", "exec"), ns)
+    ns.update(overrides)                       # module constants of the embedded copy (thresholds)
     m = ns["ModelNew"](*ns["get_init_inputs"]()).eval()
     m.load_state_dict(ref_model.state_dict(), strict=True)
     with torch.no_grad():
@@ -497,10 +498,24 @@ def test_rendered_candidates_are_self_contained(dev, write, name, params, source
     assert "def kg_tf_pointwise(" in body and "_kg_softmax_kernel" not in body and "TRITON_FUSION_REWRITES" not in body
     model = _randomize(ref.build(), 0.3).to(dev).eval()
     xs = [x.to(dev) for x in ref.inputs(0)]
-    out, ns = _exec_candidate(body, source, model, xs)
+    out, ns = _exec_candidate(body, source, model, xs, _KG_TF_3X_MIN=0)   # tiny test GEMMs take the Triton path
     with torch.no_grad():
         torch.testing.assert_close(out, model(*xs), atol=1e-5, rtol=1e-5)
     assert len(ns["_KG_TF_KERNELS"]) == kernels                    # its own embedded copy generated them
+
+
+@pytest.mark.parametrize("source, kernels", [(BARE_MLP_SRC, 0), (MLP_SRC, 2)])
+def test_small_gemms_stay_on_the_library_under_3xtf32(dev, write, source, kernels):
+    """Below _KG_TF_3X_MIN multiply-adds a GEMM stays on torch's own (cuBLAS) path: alone, as the reference
+    wrote it; with an epilogue, followed by the one fused epilogue kernel."""
+    ref, ctx = _context(write("small.py", source))
+    body = _render(ctx, "triton:gemm-3xtf32", T.gemm_3xtf32_variants()[0])
+    model = _randomize(ref.build(), 0.3).to(dev).eval()
+    xs = [x.to(dev) for x in ref.inputs(0)]
+    out, ns = _exec_candidate(body, source, model, xs)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(*xs), atol=1e-5, rtol=1e-5)
+    assert len(ns["_KG_TF_KERNELS"]) == kernels and all(k[2] is None for k in ns["_KG_TF_KERNELS"])
 
 
 def test_rendered_candidate_passes_the_gate(dev, write, tmp_path):

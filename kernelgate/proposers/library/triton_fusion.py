@@ -545,6 +545,10 @@ def _kg_tf_gemm_eager(program, kind, x, w, bias, vals):
     return _kg_tf_eager(program, (y,) + tuple(vals))
 
 
+_KG_TF_IDENTITY = (("mul", ("i0", 1.0), ()),)       # x * 1.0: exact for every value (-0, inf, NaN included)
+_KG_TF_3X_MIN = 1 << 27      # multiply-adds below which a 3xTF32 Triton GEMM cannot pay for its launch (~5 us on cuBLAS)
+
+
 def kg_tf_gemm(program, cfg, kind, x, w, bias, *vals):
     """program(gemm(x, w, bias), *vals), where gemm is F.linear ("linear": x @ w^T + bias) or torch.matmul
     ("matmul": x @ w) and program's input 0 is the GEMM's result.
@@ -566,6 +570,10 @@ def kg_tf_gemm(program, cfg, kind, x, w, bias, *vals):
     if rest is None:
         return _kg_tf_gemm_eager(program, kind, x, w, bias, vals)
     fp32_precision = cfg[6] if cfg[0] == "triton" else ""
+    if fp32_precision == "tf32x3" and x.dtype == torch.float32 and x.numel() // k_in * n_out * k_in < _KG_TF_3X_MIN:
+        if program == _KG_TF_IDENTITY:          # a small GEMM on its own: the reference's op, unchanged
+            return F.linear(x, w, bias) if kind == "linear" else torch.matmul(x, w)
+        cfg = ("library", 1024, 4)              # small: cuBLAS, then the fused epilogue
     if cfg[0] == "triton" and x.dim() >= 2 and (x.dtype != torch.float32 or fp32_precision):
         bm, bn, bk, warps, stages = cfg[1:6]
         x2 = x.reshape(-1, k_in)
@@ -741,7 +749,6 @@ def kg_rewrite_triton_gemm_3xtf32(gm, block_m=128, block_n=128, block_k=64, num_
     return _kg_tf_finish(gm, n + _kg_tf_rewrite_bare_gemms(gm, cfg))
 
 
-_KG_TF_IDENTITY = (("mul", ("i0", 1.0), ()),)       # x * 1.0: exact for every value (-0, inf, NaN included)
 
 
 def _kg_tf_rewrite_bare_gemms(gm, cfg):
