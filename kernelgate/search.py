@@ -17,7 +17,8 @@ from typing import Callable
 from . import insight, workload
 from .config import GateConfig, TimingConfig
 from .gate import bench as bench_mod
-from .gate.judge import Rejected, Session, Task, device_name, judge_session
+from .gate.judge import Rejected, Session, Task, device_name, judge_session, worker_limits
+from .sandbox import Spares
 from .gate import timing
 from .graph import analyse
 from .proposers import Context
@@ -71,6 +72,7 @@ class Search:
         self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
         self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
         self.confirm_ran = False
+        self.spares: Spares | None = None             # the next candidate's worker, started ahead
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
@@ -129,7 +131,7 @@ class Search:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
         spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
-        verdict, s = judge_session(self.task, spec, self.cfg)
+        verdict, s = judge_session(self.task, spec, self.cfg, self.spares)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
@@ -236,6 +238,8 @@ class Search:
             self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
                               "every other op is left as the reference wrote it (runtime configurations only)")
         self.fusion_estimates()
+        self.spares = Spares(**worker_limits(self.task, self.cfg))
+        self.spares.refill()                          # starts while the baselines build
         self.baselines()
         if self.left() <= 0:
             msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines; no candidate was tried "
@@ -289,6 +293,8 @@ class Search:
     def close(self) -> None:
         for s in self.base_sessions.values():
             s.worker.close()
+        if self.spares is not None:
+            self.spares.close()
 
 
 def progress_line(k: int, e: Evaluation, best: Evaluation | None) -> str:

@@ -35,3 +35,28 @@ def test_worker_answers_and_dies_cleanly():
         with pytest.raises(WorkerFailure) as e:
             w.request({"op": "no_such_op"}, timeout=60)
         assert e.value.reason is Reason.CRASH
+
+
+def test_spares_start_ahead_and_are_never_shared():
+    """A spare is started before it is needed; taking it leaves none until refill; a dead spare is
+    replaced by a fresh worker; close stops the one left."""
+    import os
+    import signal
+    from kernelgate.sandbox import Spares
+    sp = Spares()
+    sp.refill()
+    first = sp._spare
+    assert first is not None and first.proc is not None and first.proc.poll() is None   # already running
+    w = sp.take("candidate")
+    assert w is first and w.label == "candidate" and sp._spare is None
+    assert sp.take() is not w                          # none left: a new, unstarted worker
+    sp.refill()
+    os.killpg(sp._spare.proc.pid, signal.SIGKILL)
+    sp._spare.proc.wait()
+    fresh = sp.take()
+    assert fresh.proc is None                          # the dead spare was not handed out
+    sp.refill()
+    left = sp._spare
+    sp.close()
+    assert left.proc.poll() is not None and sp._spare is None
+    w.close()

@@ -15,7 +15,7 @@ from ..config import GateConfig
 from ..errors import KernelgateError
 from ..oracle import Oracle, Runs
 from ..records import Check, Contract, Reason, Status, Verdict
-from ..sandbox import Worker, WorkerFailure
+from ..sandbox import Spares, Worker, WorkerFailure
 from . import admission, correctness, lowprec, screen, timing
 
 log = logging.getLogger(__name__)
@@ -144,10 +144,10 @@ class Session:
     """One candidate under judgement: its worker and the running list of checks."""
 
     def __init__(self, task: Task, cand: workload.Spec, cfg: GateConfig, label: str = "candidate",
-                 trusted: bool = False):
+                 trusted: bool = False, worker: Worker | None = None):
         self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
-        self.worker = Worker(label, output_limit=cfg.output_limit,
-                             memory_limit=cfg.memory_limit if task.device == "cpu" else None)
+        self.worker = worker or Worker(label, output_limit=cfg.output_limit,
+                                       memory_limit=cfg.memory_limit if task.device == "cpu" else None)
         # outputs (and the re-check's retained outputs) come back through shared memory, onto the judge's device
         self.worker.device = task.device
         self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= wire.BULK_MIN else 0
@@ -341,11 +341,18 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
     return verdict
 
 
-def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig) -> tuple[Verdict, Session]:
+def worker_limits(task: Task, cfg: GateConfig) -> dict:
+    """The limits every candidate's worker gets (for sandbox.Spares)."""
+    return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
+
+
+def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig,
+                  spares: Spares | None = None) -> tuple[Verdict, Session]:
     """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
-    process can be timed next. The caller closes it."""
+    process can be timed next. The caller closes it. With `spares`, the candidate's process is a spare
+    started earlier, and the next spare starts once this candidate is built."""
     t0 = time.perf_counter()
-    s = Session(task, cand, cfg)
+    s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None)
     s.checks.append(task.admission)
     s.notes.extend(screen.scan(cand.path))
     status, reason, message = Status.ACCEPTED, Reason.OK, "all checks passed"
@@ -354,6 +361,8 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig) -> tuple[Ver
             return _verdict(task, cand, Status.ERROR, Reason.DEGENERATE, task.admission.detail, s, t0), s
         s.checks.append(Check("contract", True, "; ".join(task.contract.assumptions())))
         s.build()
+        if spares is not None:
+            spares.refill()
         s.trials()
         rng = torch.Generator().manual_seed(secrets.randbits(62))
         pool, scalable = timing_pool(task, 2, rng)
