@@ -146,8 +146,7 @@ class Session:
     def __init__(self, task: Task, cand: workload.Spec, cfg: GateConfig, label: str = "candidate",
                  trusted: bool = False, worker: Worker | None = None):
         self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
-        self.worker = worker or Worker(label, output_limit=cfg.output_limit,
-                                       memory_limit=cfg.memory_limit if task.device == "cpu" else None)
+        self.worker = worker or Worker(label, **worker_limits(task, cfg))
         # outputs (and the re-check's retained outputs) come back through shared memory, onto the judge's device
         self.worker.device = task.device
         self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= wire.BULK_MIN else 0
