@@ -251,6 +251,11 @@ def _kg_shape_scalar(node, depth=0):
 
 def kg_rewrite_sdpa(gm):
     """softmax((q @ k^T) * s) @ v (or / s) -> scaled_dot_product_attention(q, k, v, scale=s)."""
+    return _kg_rewrite_attention(gm, kg_sdpa)
+
+
+def _kg_rewrite_attention(gm, fn, extra=()):
+    """softmax((q @ k^T) * s) @ v (or / s) -> fn(q, k, v, s, divide, *extra)."""
     n = 0
     for node in list(gm.graph.nodes):
         if not _kg_is(node, "matmul", "bmm") or len(node.args) != 2:
@@ -276,7 +281,7 @@ def kg_rewrite_sdpa(gm):
         if k is None:
             continue
         with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(kg_sdpa, (q, k, v, scale, divide))
+            new = gm.graph.call_function(fn, (q, k, v, scale, divide, *extra))
         node.replace_all_uses_with(new)
         for dead in (node, p, s, scores, kt):
             if dead in gm.graph.nodes and not dead.users:

@@ -252,6 +252,10 @@ STRATEGIES: tuple[Strategy, ...] = (
              gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"]),
     _rewrite("triton:layernorm", "triton-layernorm", "one-program-per-row Triton LayerNorm",
              gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-layernorm"]),
+    _rewrite("triton:attention", "triton-attention",
+             "matmul-softmax-matmul attention as one Triton kernel with an online softmax (the score matrix stays "
+             "on chip; fp32 operands as 3xTF32)", gpu_only=True,
+             variants=lambda ctx: triton_kernels.VARIANTS["triton-attention"]),
     # generated Triton kernels (triton_fusion.py): pointwise groups, and GEMM epilogues
     _rewrite("triton:pointwise", "triton-pointwise", "each group of pointwise ops as one generated Triton kernel",
              gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"]),
@@ -313,7 +317,7 @@ STRATEGIES: tuple[Strategy, ...] = (
 # baseline) already covers in part, come last.
 PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
-    "rewrite:sdpa": 2.0, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
+    "rewrite:sdpa": 2.0, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
@@ -345,6 +349,14 @@ def refine_weight(name: str, bound: str) -> float:
 # suite (benchmarks/results/fusion_rank_h200.json); for GEMM replacements it did not (no term for the
 # replaced kernel's efficiency), so their order stays the prior's.
 ESTIMATE_TRUSTED = ("triton:pointwise", "cpp:pointwise", "triton:gemm-epilogue")
+
+
+# Rewrites that replace the same pattern: stacking one on another finds nothing left to rewrite.
+SAME_SITES = {"triton-attention": "sdpa"}
+
+
+def _site(rewrite: str) -> str:
+    return SAME_SITES.get(rewrite, rewrite)
 
 
 def strategy_family(strategy: str) -> str:
@@ -439,7 +451,8 @@ class Library:
                 continue
             used = {s.name for s, _ in base}
             extra = [lv[0] for lv in self.singles(ctx) if lv[0][0].name not in used
-                     and not (lv[0][0].rewrite and any(b.rewrite == lv[0][0].rewrite for b, _ in base))]
+                     and not (lv[0][0].rewrite and any(_site(b.rewrite) == _site(lv[0][0].rewrite)
+                                                       for b, _ in base))]
             rng.shuffle(extra)
             # what the parent's bottleneck calls for first (a rewrite then goes below runtime levels,
             # a runtime level on top)

@@ -16,6 +16,10 @@ try:
     import triton.language as tl
 except ImportError:  # the rewrites then apply nowhere, the launchers always fall back
     triton = None
+try:                 # in the package; a candidate file holds fx_rewrites' functions above this code
+    from .fx_rewrites import _kg_rewrite_attention, kg_sdpa
+except ImportError:
+    pass
 
 _KG_TR_MAX_ROW = 65536
 _KG_TR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -205,12 +209,110 @@ def kg_rewrite_triton_layernorm(gm, num_warps=4):
     return n
 
 
+# ---------------------------------------------------------------- attention in one kernel (online softmax)
+
+if triton is not None:
+    @triton.jit
+    def _kg_attn_kernel(Q, K, V, O, scale, H, SQ, SK,
+                        sqz, sqh, sqm, sqd, skz, skh, skn, skd, svz, svh, svn, svd, soz, soh, som, sod,
+                        DIVIDE: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        D: tl.constexpr):
+        pid_m = tl.program_id(0)
+        zh = tl.program_id(1)
+        z = (zh // H).to(tl.int64)
+        h = (zh % H).to(tl.int64)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, D)
+        q = tl.load(Q + z * sqz + h * sqh + offs_m[:, None] * sqm + offs_d[None, :] * sqd,
+                    mask=offs_m[:, None] < SQ, other=0.0)
+        k_base = K + z * skz + h * skh
+        v_base = V + z * svz + h * svh
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, D], tl.float32)
+        for start in range(0, SK, BLOCK_N):
+            cols = start + offs_n
+            kt = tl.load(k_base + cols[None, :] * skn + offs_d[:, None] * skd, mask=cols[None, :] < SK, other=0.0)
+            s = tl.dot(q, kt, input_precision=PREC)
+            if DIVIDE:
+                s = s / scale
+            else:
+                s = s * scale
+            s = tl.where(cols[None, :] < SK, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(v_base + cols[:, None] * svn + offs_d[None, :] * svd, mask=cols[:, None] < SK, other=0.0)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PREC)
+            m_i = m_new
+        out = acc / l_i[:, None]
+        tl.store(O + z * soz + h * soh + offs_m[:, None] * som + offs_d[None, :] * sod,
+                 out.to(O.dtype.element_ty), mask=offs_m[:, None] < SQ)
+
+
+def _kg_attn_4d(t):
+    """A [..., S, D] tensor as [Z, H, S, D] by views (at most 4 dims), else None."""
+    if t.dim() == 4:
+        return t
+    if t.dim() == 3:
+        return t.unsqueeze(0)
+    if t.dim() == 2:
+        return t.unsqueeze(0).unsqueeze(0)
+    return None
+
+
+def kg_triton_attention(q, k, v, scale, divide=False, block_m=64, block_n=64, num_warps=4, num_stages=2):
+    """softmax((q @ k^T) * scale) @ v (or / scale) by one Triton kernel with an online softmax: the score
+    matrix never leaves the chip. fp32 operands multiply as 3xTF32 (fp32-level error on tensor cores),
+    16-bit ones on tensor cores with fp32 accumulation; softmax and accumulation in fp32. Anything else (a
+    scale not known as a number, broadcast batch dims, head dims other than 16-128, autograd, CPU
+    tensors without the interpreter) takes kg_sdpa's path."""
+    ok = (triton is not None and all(torch.is_tensor(t) for t in (q, k, v))
+          and isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale != 0
+          and q.dtype == k.dtype == v.dtype and q.dtype in _KG_TR_DTYPES
+          and q.device == k.device == v.device and (q.is_cuda or (_KG_TR_INTERPRETED and q.device.type == "cpu"))
+          and 2 <= q.dim() <= 4 and q.dim() == k.dim() == v.dim()
+          and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and k.shape[-2] == v.shape[-2]
+          and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (16, 32, 64, 128)
+          and q.shape[-2] > 0 and k.shape[-2] > 0
+          and not (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))))
+    if not ok:
+        return kg_sdpa(q, k, v, scale, divide)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    q4, k4, v4, o4 = (_kg_attn_4d(t) for t in (q, k, v, out))
+    zs, hs, sq, d = q4.shape
+    grid = (triton.cdiv(sq, block_m), zs * hs)
+    prec = "tf32x3" if q.dtype == torch.float32 else "tf32"
+    args = (q4, k4, v4, o4, float(scale), hs, sq, k4.shape[2], *q4.stride(), *k4.stride(), *v4.stride(),
+            *o4.stride())
+    meta = dict(DIVIDE=bool(divide), PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, D=d, num_warps=num_warps,
+                num_stages=num_stages)
+    if q.is_cuda and q.device.index is not None and q.device.index != torch.cuda.current_device():
+        with torch.cuda.device(q.device):
+            _kg_attn_kernel[grid](*args, **meta)
+    else:
+        _kg_attn_kernel[grid](*args, **meta)
+    return out
+
+
+def kg_rewrite_triton_attention(gm, block_m=64, block_n=64, num_warps=4, num_stages=2):
+    """The attention pattern kg_rewrite_sdpa matches -> kg_triton_attention (one kernel)."""
+    if triton is None:
+        return 0
+    return _kg_rewrite_attention(gm, kg_triton_attention, (block_m, block_n, num_warps, num_stages))
+
+
 TRITON_REWRITES = {
     "triton-softmax": kg_rewrite_triton_softmax,
     "triton-layernorm": kg_rewrite_triton_layernorm,
+    "triton-attention": kg_rewrite_triton_attention,
 }
 
 VARIANTS = {
     "triton-softmax": [{"num_warps": w} for w in (4, 8, 16)],
     "triton-layernorm": [{"num_warps": w} for w in (4, 8)],
+    "triton-attention": [{"block_m": bm, "block_n": bn, "num_warps": w, "num_stages": st}
+                         for bm, bn, w, st in ((64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3))],
 }
