@@ -67,6 +67,7 @@ class Search:
         self.timings: dict[str, Timing] = {}
         self.base_sessions: dict[str, Session] = {}
         self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
+        self.cost: dict[str, float] = {}            # candidate id -> seconds its evaluation took
         self.base_insight: dict | None = None       # the faster baseline's profile summary
         self.estimates: dict = {}                     # strategy -> bottleneck.FusionEstimate
         self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
@@ -83,7 +84,8 @@ class Search:
         need = 0.0
         if self.durations:
             avg = sum(self.durations) / len(self.durations)
-            need = avg * (2 if self.best() is not None else 1)     # and one more to confirm the best
+            best = self.best()                 # and what confirming the best will cost: its own evaluation again
+            need = avg + (self.cost.get(best.candidate.id, avg) if best is not None else 0.0)
         if self.left() <= need or len(self.history) >= self.budget.candidates:
             raise OutOfBudget
 
@@ -122,6 +124,7 @@ class Search:
         self.store.add_evaluation(self.run_id, ev)
         self.history.append(ev)
         self.durations.append(time.monotonic() - t0)
+        self.cost[c.id] = self.durations[-1]
         self.say(progress_line(len(self.history), ev, self.best()))
         return ev
 

@@ -211,3 +211,26 @@ def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
     assert tried == ["a", "c"] and s.confirmed is None
     assert [c["confirmed"] for c in s.confirmations] == [False, False]
     assert any("not confirmed" in n for n in s.notes)
+
+
+def test_budget_keeps_room_to_confirm_the_best():
+    """With a claimed best, the search stops early enough to evaluate that candidate once more."""
+    import time as _time
+    from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
+    from kernelgate.search import Budget, OutOfBudget, Search
+
+    def ev(name, claimed):
+        return Evaluation(Candidate(name, name, ""), Verdict(Status.ACCEPTED, Reason.OK, "ok"),
+                          Timing(name, (1.0,), 1.0, 1.0, 0.0), Timing("eager", (2.0,), 2.0, 2.0, 0.0),
+                          Speedup(2.0, 1.9, 2.1, 1.05, claimed))
+    s = object.__new__(Search)
+    s.budget, s.t0 = Budget(seconds=100.0), _time.monotonic() - 60.0       # 40 s left
+    s.history, s.durations, s.cost = [ev("slow", False)], [30.0], {"slow": 30.0}
+    s.check_budget()                                   # no best: one more 30 s evaluation fits
+    s.history.append(ev("best", True))
+    s.durations.append(5.0)
+    s.cost["best"] = 5.0
+    s.check_budget()                                   # average 17.5 s + confirming the best 5 s < 40 s
+    s.cost["best"] = 25.0
+    with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 40 s
+        s.check_budget()
