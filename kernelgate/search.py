@@ -79,13 +79,26 @@ class Search:
     def left(self) -> float:
         return self.budget.seconds - (time.monotonic() - self.t0)
 
+    def _avg_s(self) -> float:
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0
+
+    def reserve_s(self) -> float:
+        """Time kept for confirming the best candidate: its own evaluation again."""
+        best = self.best()
+        return self.cost.get(best.candidate.id, self._avg_s()) if best is not None else 0.0
+
+    def expected_s(self, c: Candidate) -> float:
+        """What evaluating c should take: the average, or the longest earlier evaluation of its strategy
+        family in this run when longer (a torch.compile mode that autotuned for 40 s will again)."""
+        def kind(strategy: str) -> str:      # a stack with a compile level costs what compiling costs
+            return "runtime:compile" if "runtime:compile" in strategy else strategy_family(strategy)
+        same = [self.cost[e.candidate.id] for e in self.history
+                if e.candidate.id in self.cost and kind(e.candidate.strategy) == kind(c.strategy)]
+        return max([self._avg_s()] + same)
+
     def check_budget(self) -> None:
         """Stop before an evaluation that would not finish in time (leaving room to confirm the best)."""
-        need = 0.0
-        if self.durations:
-            avg = sum(self.durations) / len(self.durations)
-            best = self.best()                 # and what confirming the best will cost: its own evaluation again
-            need = avg + (self.cost.get(best.candidate.id, avg) if best is not None else 0.0)
+        need = self._avg_s() + self.reserve_s() if self.durations else 0.0
         if self.left() <= need or len(self.history) >= self.budget.candidates:
             raise OutOfBudget
 
@@ -267,9 +280,18 @@ class Search:
             if not props:
                 self.say("no more candidates to try")
                 return
+            tried = 0
             for c in props:
                 self.check_budget()
+                expected = self.expected_s(c)
+                if expected > self.left() - self.reserve_s():
+                    self.say(f"skipped {c.strategy}: candidates of its kind took {expected:.0f} s here, "
+                             f"{self.left():.0f} s left")
+                    continue
                 self.evaluate(c)
+                tried += 1
+            if not tried:
+                raise OutOfBudget
             ratio = self._best_ratio()
             stale = 0 if ratio > best_ratio else stale + 1
             if stale >= self.scfg.patience:

@@ -234,3 +234,16 @@ def test_budget_keeps_room_to_confirm_the_best():
     s.cost["best"] = 25.0
     with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 40 s
         s.check_budget()
+
+
+def test_expected_cost_follows_the_strategy_kind():
+    """A compile-mode candidate is expected to cost what earlier compile candidates cost here, stacked or not."""
+    from kernelgate.records import Candidate, Evaluation, Reason, Status, Verdict
+    from kernelgate.search import Search
+    s = object.__new__(Search)
+    ok = Verdict(Status.ACCEPTED, Reason.OK, "ok")
+    s.history = [Evaluation(Candidate("a", "runtime:compile(mode=max-autotune)", ""), ok),
+                 Evaluation(Candidate("b", "rewrite:fold-bn", ""), ok)]
+    s.durations, s.cost = [40.0, 4.0], {"a": 40.0, "b": 4.0}
+    assert s.expected_s(Candidate("c", "rewrite:fold-bn + runtime:compile(mode=reduce-overhead)", "")) == 40.0
+    assert s.expected_s(Candidate("d", "runtime:cudagraph(outputs=in-place)", "")) == 22.0       # the average
