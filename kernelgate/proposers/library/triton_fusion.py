@@ -745,10 +745,8 @@ def kg_rewrite_triton_gemm_3xtf32(gm, block_m=128, block_n=128, block_k=64, num_
     if triton is None:
         return 0
     cfg = ("triton", block_m, block_n, block_k, num_warps, num_stages, "tf32x3")
-    n = _kg_tf_rewrite_gemms(gm, cfg, 1, True, only_fp32=True)
-    return _kg_tf_finish(gm, n + _kg_tf_rewrite_bare_gemms(gm, cfg))
-
-
+    n = _kg_tf_rewrite_gemms(gm, cfg, 1, True, only_fp32=True)          # with their epilogues
+    return n + _kg_tf_finish(gm, _kg_tf_rewrite_bare_gemms(gm, cfg))    # then those without one
 
 
 def _kg_tf_rewrite_bare_gemms(gm, cfg):
