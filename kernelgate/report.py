@@ -120,7 +120,8 @@ def _rows(result: dict) -> list[dict[str, str]]:
 def _summary(result: dict) -> list[str]:
     """Summary sentences (plain, unescaped)."""
     kind, n = result.get("baseline_kind") or "?", result.get("evaluations") or []
-    lines = [f"Baseline: {kind} at {_ms(result.get('baseline_ms'))} (the faster of eager and torch.compile)."]
+    where = ", timed side by side with the best" if _has_best(result) else ""
+    lines = [f"Baseline: {kind} at {_ms(result.get('baseline_ms'))} (the faster of eager and torch.compile{where})."]
     if _has_best(result):
         ci = result.get("speedup_ci")
         claimed = ("claimed: the lower bound of the 95% confidence interval clears the threshold"
