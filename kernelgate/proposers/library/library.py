@@ -185,10 +185,10 @@ def _kg_cg_uses(t):
 
 
 def _cudagraph_variants(ctx: Context) -> list[dict[str, Any]]:
-    """Outputs in the graph's own buffers first (no copy) where torch exposes storage use counts."""
+    """Copies out first (measured on the H200: gru 4.85x), then outputs in the graph's own buffers (no copy)
+    where torch exposes storage use counts."""
     import torch
-    first = [{"outputs": "in-place"}] if hasattr(torch._C, "_storage_Use_Count") else []
-    return first + [{"outputs": "clone"}]
+    return [{"outputs": "clone"}] + ([{"outputs": "in-place"}] if hasattr(torch._C, "_storage_Use_Count") else [])
 
 
 def _render_channels_last(ctx: Context, params: dict[str, Any], tag: str) -> str:
