@@ -17,7 +17,8 @@ process, so the difference can be attributed:
 
 Modules: a trivial forward (the harness's own floor), and for each workload the reference in eager,
 torch.compile, and the library's generated-kernel candidate (triton:pointwise / triton:row /
-triton:rowreduce, rendered exactly as a search would). Medians in ms; a table last, JSON in --out.
+triton:rowreduce, rendered exactly as a search would), alone and under runtime:cudagraph (outputs copied
+out, or handed out in the graph's buffers). Medians in ms; a table last, JSON in --out.
 """
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ class Trivial(torch.nn.Module):
         return x[:1, :1] * 1.0
 
 
-def _candidate(path: Path, strategy: str) -> torch.nn.Module | None:
-    """The library's candidate for `strategy` on the workload, built and loaded like the worker does."""
+def _candidate(path: Path, strategy: str, outputs: str | None = None) -> torch.nn.Module | None:
+    """The library's candidate for `strategy` on the workload (with a runtime:cudagraph level on top when
+    `outputs` names its outputs mode), built like the worker does."""
     from kernelgate.graph import analyse
     from kernelgate.proposers import Context
     from kernelgate.proposers.library import library
@@ -63,10 +65,13 @@ def _candidate(path: Path, strategy: str) -> torch.nn.Module | None:
     s = next(x for x in library.STRATEGIES if x.name == strategy)
     if not s.applies(ctx):
         return None
-    src = path.read_text() + "\n\n" + library.render(ctx, [(s, s.variants(ctx)[0])])
+    levels = [(s, s.variants(ctx)[0])]
+    if outputs:
+        levels.append((next(x for x in library.STRATEGIES if x.name == "runtime:cudagraph"), {"outputs": outputs}))
+    src = path.read_text() + "\n\n" + library.render(ctx, levels)
     import importlib.util
     import tempfile
-    file = Path(tempfile.mkdtemp(prefix="kg-diag-")) / f"{path.stem}_candidate.py"   # @triton.jit reads its file
+    file = Path(tempfile.mkdtemp(prefix="kg-diag-")) / f"{path.stem}_{outputs or 'plain'}.py"   # @triton.jit reads it
     file.write_text(src)
     spec = importlib.util.spec_from_file_location(f"kg_diag_{path.stem}", file)
     mod = importlib.util.module_from_spec(spec)
@@ -154,14 +159,16 @@ def main() -> int:
         pool = [ref.inputs(seed=k, device=dev) for k in range(2)]
         impls: dict[str, Callable] = {"eager": model, "compile": torch.compile(model)}
         if dev.startswith("cuda"):
-            try:
-                cand = _candidate(path, WORKLOADS[name])
-                if cand is not None:
-                    cand = cand.to(dev).eval()
-                    cand.load_state_dict(model.state_dict())
-                    impls[WORKLOADS[name]] = cand
-            except Exception as e:  # noqa: BLE001 - a candidate that does not build is a row too
-                rows.append({"workload": name, "impl": WORKLOADS[name], "error": f"{type(e).__name__}: {e}"})
+            for graph in (None, "clone", "in-place"):
+                label = WORKLOADS[name] + (f" + graph({graph})" if graph else "")
+                try:
+                    cand = _candidate(path, WORKLOADS[name], graph)
+                    if cand is not None:
+                        cand = cand.to(dev).eval()
+                        cand.load_state_dict(model.state_dict())
+                        impls[label] = cand
+                except Exception as e:  # noqa: BLE001 - a candidate that does not build is a row too
+                    rows.append({"workload": name, "impl": label, "error": f"{type(e).__name__}: {e}"})
         for label, m in impls.items():
             try:
                 rows.append({"workload": name, "impl": label, **measure(m, pool, dev, args.iters)})
@@ -173,10 +180,10 @@ def main() -> int:
         if dev.startswith("cuda"):
             torch.cuda.empty_cache()
     keys = ("gate", "no_flush", "same_input", "events", "host", "kernels")
-    print(f"\n{'workload':<20} {'impl':<18} " + " ".join(f"{k:>10}" for k in keys) + "   (ms, medians)")
+    print(f"\n{'workload':<20} {'impl':<42} " + " ".join(f"{k:>10}" for k in keys) + "   (ms, medians)")
     for r in rows:
         vals = " ".join(f"{r[k]:>10.4f}" if isinstance(r.get(k), float) else f"{'-':>10}" for k in keys)
-        print(f"{r['workload']:<20} {r['impl']:<18} {vals}" + (f"  {r['error'][:60]}" if "error" in r else ""))
+        print(f"{r['workload']:<20} {r['impl']:<42} {vals}" + (f"  {r['error'][:60]}" if "error" in r else ""))
     return 0
 
 
