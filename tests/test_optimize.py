@@ -185,16 +185,19 @@ def test_refiners_stack_only_on_candidates_near_the_baseline():
     assert not s.promising()
 
 
+def _timed(name, ratio, claimed=True):
+    """An accepted evaluation of candidate `name`, `ratio` times faster than a 1 ms baseline."""
+    from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
+    return Evaluation(Candidate(name, name, ""), Verdict(Status.ACCEPTED, Reason.OK, "ok"),
+                      Timing(name, (1 / ratio,), 1 / ratio, 1 / ratio, 0.0), Timing("compile", (1.0,), 1.0, 1.0, 0.0),
+                      Speedup(ratio, ratio - 0.01, ratio + 0.01, 1.05, claimed))
+
+
 def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
     """The winner's curse: the best claimed candidate is judged and timed afresh; a claim that does not
     repeat is reported and dropped, and the next claimed candidate is tried (at most confirm_tries)."""
-    from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
     from kernelgate.search import Search
-
-    def ev(name, ratio, claimed=True):
-        return Evaluation(Candidate(name, name, ""), Verdict(Status.ACCEPTED, Reason.OK, "ok"),
-                          Timing(name, (1 / ratio,), 1 / ratio, 1 / ratio, 0.0), Timing("compile", (1.0,), 1.0, 1.0, 0.0),
-                          Speedup(ratio, ratio - 0.01, ratio + 0.01, 1.05, claimed))
+    ev = _timed
     fresh = {"a": ev("a", 0.94, claimed=False), "b": ev("b", 1.3), "c": ev("c", 1.25)}
     s = object.__new__(Search)
     s.scfg, s.notes, s.confirmations, s.confirmed = SearchConfig(), [], [], None
@@ -216,18 +219,12 @@ def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
 def test_budget_keeps_room_to_confirm_the_best():
     """With a claimed best, the search stops early enough to evaluate that candidate once more."""
     import time as _time
-    from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
     from kernelgate.search import Budget, OutOfBudget, Search
-
-    def ev(name, claimed):
-        return Evaluation(Candidate(name, name, ""), Verdict(Status.ACCEPTED, Reason.OK, "ok"),
-                          Timing(name, (1.0,), 1.0, 1.0, 0.0), Timing("eager", (2.0,), 2.0, 2.0, 0.0),
-                          Speedup(2.0, 1.9, 2.1, 1.05, claimed))
     s = object.__new__(Search)
     s.budget, s.t0 = Budget(seconds=100.0), _time.monotonic() - 60.0       # 40 s left
-    s.history, s.durations, s.cost = [ev("slow", False)], [30.0], {"slow": 30.0}
+    s.history, s.durations, s.cost = [_timed("slow", 2.0, claimed=False)], [30.0], {"slow": 30.0}
     s.check_budget()                                   # no best: one more 30 s evaluation fits
-    s.history.append(ev("best", True))
+    s.history.append(_timed("best", 2.0))
     s.durations.append(5.0)
     s.cost["best"] = 5.0
     s.check_budget()                                   # average 17.5 s + confirming the best 5 s < 40 s

@@ -197,18 +197,12 @@ def test_cudagraph_variants_copy_out_first():
 
 
 @pytest.mark.gpu
-def test_cudagraph_level_replays_on_current_inputs():
+def test_cudagraph_level_replays_on_current_inputs(write):
     """Graphs keyed by input addresses read the current contents; past the slots, inputs are copied into a
     static graph; outputs handed out are never overwritten by later replays; parameters loaded in place are
     seen by existing graphs."""
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    import tempfile
-    d = Path(tempfile.mkdtemp())
-
-    def write(name, text):
-        (d / name).write_text(text)
-        return str(d / name)
     model, cand = _cudagraph_model(write)
     model, cand = model.cuda(), cand.cuda()
     held = []
@@ -231,18 +225,12 @@ def test_cudagraph_level_replays_on_current_inputs():
 
 
 @pytest.mark.gpu
-def test_cudagraph_in_place_outputs_are_never_overwritten_while_held():
+def test_cudagraph_in_place_outputs_are_never_overwritten_while_held(write):
     """Outputs in the graph's own buffers: a graph is replayed only when the caller no longer holds its last
     output; two graphs per key alternate (a loop that keeps the previous result during the call); with both
     held (or viewed), the level below runs instead, so held results stay intact."""
     if not torch.cuda.is_available():
         pytest.skip("no GPU")
-    import tempfile
-    d = Path(tempfile.mkdtemp())
-
-    def write(name, text):
-        (d / name).write_text(text)
-        return str(d / name)
     model, cand = _cudagraph_model(write, params={"outputs": "in-place"})
     model, cand = model.cuda(), cand.cuda()
     buf = torch.empty(2, 3, 16, 16, device="cuda")

@@ -78,12 +78,14 @@ def _kg_tr_rows(x):
     return x2, torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
 
 
-def _kg_tr_launch(kernel, x, rows, *args, **meta):
+def _kg_tr_launch(kernel, x, grid, *args, **meta):
+    """kernel[grid](...) on x's device; grid is a tuple, or a number of rows (one program each)."""
+    grid = grid if isinstance(grid, tuple) else (grid,)
     if x.is_cuda and x.device.index is not None and x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):
-            kernel[(rows,)](*args, **meta)
+            kernel[grid](*args, **meta)
     else:
-        kernel[(rows,)](*args, **meta)
+        kernel[grid](*args, **meta)
 
 
 def kg_triton_softmax(x, dim=-1, num_warps=4):
@@ -285,15 +287,9 @@ def kg_triton_attention(q, k, v, scale, divide=False, block_m=64, block_n=64, nu
     zs, hs, sq, d = q4.shape
     grid = (triton.cdiv(sq, block_m), zs * hs)
     prec = "tf32x3" if q.dtype == torch.float32 else "tf32"
-    args = (q4, k4, v4, o4, float(scale), hs, sq, k4.shape[2], *q4.stride(), *k4.stride(), *v4.stride(),
-            *o4.stride())
-    meta = dict(DIVIDE=bool(divide), PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, D=d, num_warps=num_warps,
-                num_stages=num_stages)
-    if q.is_cuda and q.device.index is not None and q.device.index != torch.cuda.current_device():
-        with torch.cuda.device(q.device):
-            _kg_attn_kernel[grid](*args, **meta)
-    else:
-        _kg_attn_kernel[grid](*args, **meta)
+    _kg_tr_launch(_kg_attn_kernel, q, grid, q4, k4, v4, o4, float(scale), hs, sq, k4.shape[2], *q4.stride(),
+                  *k4.stride(), *v4.stride(), *o4.stride(), DIVIDE=bool(divide), PREC=prec, BLOCK_M=block_m,
+                  BLOCK_N=block_n, D=d, num_warps=num_warps, num_stages=num_stages)
     return out
 
 
