@@ -118,6 +118,49 @@ def test_explore_order_tries_every_strategy_before_second_variants_and_by_prior(
     assert a == explore_order(opts, _random.Random(1))            # deterministic per seed
 
 
+def test_explore_order_keeps_each_strategys_variant_order():
+    """Variants are listed fastest first (the H200 GEMM sweep's best tile leads): a seed reorders strategies of
+    equal prior, never one strategy's variants."""
+    import random as _random
+    from kernelgate.proposers.library.library import STRATEGIES, explore_order
+    by = {s.name: s for s in STRATEGIES}
+    opts = [[(by["runtime:compile"], {"mode": m})] for m in ("a", "b", "c")]
+    opts += [[(by["triton:softmax"], {"num_warps": w})] for w in (4, 8)]
+    for seed in range(8):
+        order = explore_order(opts, _random.Random(seed))
+        assert [p["mode"] for lv in order for s, p in lv if s.name == "runtime:compile"] == ["a", "b", "c"]
+        assert [p["num_warps"] for lv in order for s, p in lv if s.name == "triton:softmax"] == [4, 8]
+
+
+def test_refiners_try_the_parents_next_tile_when_it_is_kernel_bound():
+    """Refine also changes one level's parameters (nearest variant first); a compute-bound parent tries that
+    before a new level, a launch-bound one after."""
+    from kernelgate.proposers.library.library import STRATEGIES, neighbours
+    from kernelgate.records import Evaluation, Speedup, Status, Reason, Timing, Verdict
+    from kernelgate.proposers.library import triton_fusion
+    _, _, ctx = _context(str(EXAMPLES / "projection.py"))
+    by = {s.name: s for s in STRATEGIES}
+    gemm, graph = by["triton:gemm-3xtf32"], by["runtime:cudagraph"]
+    tiles = triton_fusion.gemm_3xtf32_variants(ctx)
+    base = [(gemm, tiles[2]), (graph, graph.variants(ctx)[0])]
+    near = neighbours(ctx, base)
+    assert near[0] in ([(gemm, tiles[1]), base[1]], [(gemm, tiles[3]), base[1]])   # one step in the list first
+    assert len(near) == len(tiles) - 1 + len(graph.variants(ctx)) - 1
+    assert all(len(lv) == 2 and lv != base for lv in near)
+    lib = Library()
+    parent = lib._make(ctx, [(gemm, tiles[0])], None, 0)
+    ok = Verdict(Status.ACCEPTED, Reason.OK, "ok")
+    t = Timing("c", (1.0,), 1.1, 1.0, 0.0)
+    for bound, first_is_tile in (("compute", True), ("launch", False)):
+        e = Evaluation(parent, ok, t, t, Speedup(1.5, 1.4, 1.6, 1.02, True), insight={"bound": bound})
+        ctx2 = Context(ctx.reference_source, "Model", "cuda", "test", Contract(), ctx.graph, (e,), {})
+        out = lib.propose(ctx2, random.Random(0), 2, 1, "refine")
+        assert all(c.parent == parent.id for c in out)
+        tile_first = out[0].strategy.startswith("triton:gemm-3xtf32(") and " + " not in out[0].strategy
+        assert tile_first == first_is_tile
+        assert "block_m=128, block_n=64" in " ".join(c.strategy for c in out)      # the next tile in the list
+
+
 def test_refiners_follow_the_parents_bottleneck():
     from kernelgate.proposers.library.library import refine_weight
     assert refine_weight("runtime:cudagraph", "launch") > refine_weight("triton:gemm", "launch")

@@ -375,17 +375,39 @@ def prior(name: str, ctx: Context | None = None) -> float:
 
 def explore_order(options: list[list[tuple[Strategy, dict[str, Any]]]],
                   rng: random.Random, ctx: Context | None = None) -> list[list[tuple[Strategy, dict[str, Any]]]]:
-    """Single-strategy options in explore order: round k holds the k-th variant of each strategy,
-    by prior within a round; ties keep a seeded shuffle (deterministic per --seed)."""
-    options = list(options)
-    rng.shuffle(options)
+    """Single-strategy options in explore order: round k holds the k-th variant of each strategy (in the
+    strategy's own order, which lists the configurations measured fastest first), by prior within a
+    round; ties keep a seeded shuffle (deterministic per --seed)."""
     seen: dict[str, int] = {}
-    keyed = []
-    for pos, lv in enumerate(options):
+    ranked = []
+    for lv in options:
         name = lv[0][0].name
-        keyed.append((seen.get(name, 0), -prior(name, ctx), pos, lv))
+        ranked.append((seen.get(name, 0), lv))
         seen[name] = seen.get(name, 0) + 1
+    rng.shuffle(ranked)
+    keyed = [(k, -prior(lv[0][0].name, ctx), pos, lv) for pos, (k, lv) in enumerate(ranked)]
     return [lv for *_, lv in sorted(keyed, key=lambda t: t[:3])]
+
+
+def neighbours(ctx: Context, base: list[tuple[Strategy, dict[str, Any]]]) -> list[list[tuple[Strategy, dict[str, Any]]]]:
+    """The parent's stack with one level's parameters changed to another of its strategy's variants (tile,
+    warp and stage settings of a kernel; a runtime level's mode), nearest in the strategy's order first."""
+    out = []
+    for j, (s, params) in enumerate(base):
+        variants = s.variants(ctx)
+        if params not in variants or len(variants) < 2:
+            continue
+        i = variants.index(params)
+        for v in sorted((v for v in variants if v != params), key=lambda v: abs(variants.index(v) - i)):
+            out.append((abs(variants.index(v) - i), j, base[:j] + [(s, v)] + base[j + 1:]))
+    return [levels for *_, levels in sorted(out, key=lambda t: t[:2])]
+
+
+def _interleave(first: list, second: list) -> list:
+    out = []
+    for k in range(max(len(first), len(second))):
+        out += first[k:k + 1] + second[k:k + 1]
+    return out
 
 
 def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
@@ -409,7 +431,7 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
 
 class Library:
     """The built-in proposer: explorers try every applicable strategy on the reference; refiners stack
-    runtime configurations on the best verified candidates."""
+    one more strategy on the best verified candidates, or change one of their levels' parameters."""
 
     name = "library"
 
@@ -458,11 +480,17 @@ class Library:
             # a runtime level on top)
             bound = str((parent.insight or {}).get("bound", ""))
             extra.sort(key=lambda sv: -refine_weight(sv[0].name, bound))
+            stacks = []
             for s, v in extra:
-                levels = ([(s, v)] + base) if s.kind == "rewrite" else (base + [(s, v)])
                 if s.kind == "runtime" and any(b.kind == "runtime" and b.name in ("runtime:compile", "runtime:cudagraph")
                                                for b, _ in base) and s.name in ("runtime:compile", "runtime:cudagraph"):
                     continue                       # compile and graph capture do not stack on each other
+                stacks.append(([(s, v)] + base) if s.kind == "rewrite" else (base + [(s, v)]))
+            # and the parent's own levels with other parameters: a kernel-bound parent (compute or memory)
+            # tries its next tile first, one bound by host work a new level first
+            near = neighbours(ctx, base)
+            order = _interleave(near, stacks) if bound in ("compute", "memory") else _interleave(stacks, near)
+            for levels in order:
                 c = self._make(ctx, levels, parent.candidate.id, generation)
                 if c.id not in tried and c.id not in {o.id for o in out}:
                     out.append(c)
