@@ -159,6 +159,8 @@ def test_refiners_try_the_parents_next_tile_when_it_is_kernel_bound():
         tile_first = out[0].strategy.startswith("triton:gemm-3xtf32(") and " + " not in out[0].strategy
         assert tile_first == first_is_tile
         assert "block_m=128, block_n=64" in " ".join(c.strategy for c in out)      # the next tile in the list
+    many = lib.propose(ctx2, random.Random(0), 50, 1, "refine")
+    assert many and not any("runtime:compile" in c.strategy for c in many)       # measured to lose on the GEMM
 
 
 def test_refiners_follow_the_parents_bottleneck():
