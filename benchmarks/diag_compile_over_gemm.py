@@ -43,6 +43,7 @@ def build(path: Path, modes: list[str | None]):
         file.write_text(path.read_text() + "\n\n" + library.render(ctx, levels))
         spec = importlib.util.spec_from_file_location(file.stem, file)
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[file.stem] = mod            # dynamo imports the module it traces
         spec.loader.exec_module(mod)
         model = mod.ModelNew(*mod.get_init_inputs()).cuda().eval()
         yield mode or "gemm alone", model, [x.cuda() if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
