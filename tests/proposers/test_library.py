@@ -311,3 +311,31 @@ def test_cudagraph_in_place_outputs_are_never_overwritten_while_held(write):
             torch.testing.assert_close(y, model(x))
             ptrs.add(y.data_ptr())
         assert len(ptrs) == 2 and first in ptrs           # two graphs alternate; no eager fallback
+
+
+def test_compile_above_a_rewrite_compiles_the_rewritten_graph_with_generated_calls_opaque():
+    """runtime:compile over a rewrite level: one eager build, then the rewritten graph compiled with the kg_*
+    calls hidden from dynamo: no recompiles, graph breaks only at those calls, and the weight cache inside
+    them still follows a new state_dict."""
+    from torch._dynamo.utils import counters
+    ref, model, ctx = _context(str(EXAMPLES / "projection.py"))
+    by = {s.name: s for s in Library().strategies}
+    cand = Library()._make(ctx, [(by["rewrite:merge-linear"], {}), (by["runtime:compile"], {"mode": "default"})],
+                           None, 0)
+    torch._dynamo.reset()
+    counters.clear()
+    xs = ref.inputs(0)
+    ns: dict = {"__name__": "cand"}
+    exec(compile(cand.source, "cand.py", "exec"), ns)
+    m = ns["ModelNew"](*ns["get_init_inputs"]()).eval()
+    m.load_state_dict(model.state_dict(), strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(m(*xs), model(*xs), atol=1e-4, rtol=1e-4)
+        for _ in range(3):
+            m(*xs)
+        assert not counters["recompiles"]
+        assert counters["graph_break"] and all("torch.compiler.disable" in k for k in counters["graph_break"])
+        for p in model.parameters():
+            p.mul_(1.5)
+        m.load_state_dict(model.state_dict())
+        torch.testing.assert_close(m(*xs), model(*xs), atol=1e-4, rtol=1e-4)

@@ -36,6 +36,20 @@ def kg_finish(gm, n):
     return n
 
 
+def kg_opaque_calls(gm):
+    """The graph with its calls of generated code (functions named kg_* / _kg_*) hidden from dynamo, so
+    torch.compile of it optimizes the torch ops around them and calls them as they are."""
+    for node in gm.graph.nodes:
+        fn = node.target
+        if node.op == "call_function" and getattr(fn, "__name__", "").lstrip("_").startswith("kg_"):
+            node.target = _KG_OPAQUE.setdefault(fn, torch.compiler.disable(fn, recursive=True))
+    gm.recompile()
+    return gm
+
+
+_KG_OPAQUE = {}
+
+
 def _kg_versions(*ts):
     return tuple((t._version, t.data_ptr()) if t is not None else None for t in ts)
 
