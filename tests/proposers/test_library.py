@@ -260,13 +260,41 @@ def test_cudagraph_level_replays_on_current_inputs(write):
             held.append((x.clone(), out))
         for x, out in held:                                   # earlier outputs are the caller's own
             torch.testing.assert_close(out, model(x))
+        graphs = next(v for k, v in cand.__dict__.items() if k.startswith("_kg_graphs_"))
+        assert sum(1 for key in graphs if key[1] is None) == 1 and len(graphs) == 5   # 4 direct slots + 1 static
         state = {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in model.state_dict().items()}
         model.load_state_dict(state)
         cand.load_state_dict(state)
         x = buf.normal_()
         torch.testing.assert_close(cand(x), model(x))
-    graphs = next(v for k, v in cand.__dict__.items() if k.startswith("_kg_graphs_"))
-    assert sum(1 for key in graphs if key[1] is None) == 1 and len(graphs) == 5   # 4 direct slots + 1 static
+    after = next(v for k, v in cand.__dict__.items() if k.startswith("_kg_graphs_"))
+    assert after is not graphs and len(after) == 1                 # new weights: graphs captured afresh
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("outputs", ["clone", "in-place"])
+def test_cudagraph_over_a_weight_rewrite_follows_new_weights(write, outputs):
+    """fold-bn derives conv weights outside the graph; after load_state_dict the graphs are captured again
+    (the H200 suite's gate rejected this stack with stale folded weights before)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    _, model, ctx = _context(write("cgfold.py", CONVNET), target="cuda")
+    by = {s.name: s for s in Library().strategies}
+    cand = Library()._make(ctx, [(by["rewrite:fold-bn"], {}), (by["runtime:cudagraph"], {"outputs": outputs})], None, 0)
+    ns: dict = {"__name__": "kg_candidate"}
+    exec(compile(cand.source, "cand.py", "exec"), ns)
+    m = ns["ModelNew"]().cuda().eval()
+    model = model.cuda().eval()
+    m.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(m(x), model(x), atol=1e-4, rtol=1e-4)
+        for k in range(2):
+            state = {n: v * 1.3 + 0.1 if v.is_floating_point() else v for n, v in model.state_dict().items()}
+            model.load_state_dict(state)
+            m.load_state_dict(state)
+            torch.testing.assert_close(m(x), model(x), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.gpu

@@ -135,6 +135,9 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
     of them) is still held (storage use counts, as torch's cudagraph trees check them); each key has up
     to two graphs with their own buffers, so `y = model(x)` in a loop, which still holds the previous y
     during the call, alternates between them; with both held the level below runs as is.
+    Graphs are dropped when the module's parameters or buffers change (versions, addresses): weights the
+    levels below derive outside the graph (fold-bn, merge-linear, quantized copies) are rebuilt at the next
+    capture (the gate rejected fold-bn under graph capture for exactly that on the H200 suite).
     With autograd recording, or for CPU tensors, the level below runs as is."""
     in_place = params.get("outputs", "clone") == "in-place"
     body = f'''    def forward(self, *args):
@@ -144,9 +147,13 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
         shapes = tuple((tuple(a.shape), a.dtype, a.device, a.stride()) if torch.is_tensor(a) else a for a in args)
         ptrs = tuple(a.data_ptr() if torch.is_tensor(a) else None for a in args)
         graphs = self.__dict__.get("_kg_graphs_{tag}")
-        if graphs is None:
+        state = _kg_cg_state(self)
+        if graphs is None or self.__dict__.get("_kg_seen_{tag}") != state:
+            # new weights (load_state_dict, an in-place update): tensors the levels below derive from them
+            # outside any graph (folded, merged, quantized weights) are stale in the captured graphs
             graphs = {{}}                                # key -> [graph instances]
             object.__setattr__(self, "_kg_graphs_{tag}", graphs)
+            object.__setattr__(self, "_kg_seen_{tag}", state)
         key = (shapes, ptrs) if (shapes, ptrs) in graphs or sum(1 for k in graphs if k[0] == shapes and k[1]) \\
             < {params.get("slots", 4)} else (shapes, None)
         insts = graphs.setdefault(key, [])
@@ -157,6 +164,7 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
                 return super().forward(*args)      # every graph's outputs are still held: never overwrite them
             st = self._kg_capture_{tag}(args, key[1] is not None, graphs)
             insts.append(st)
+            object.__setattr__(self, "_kg_seen_{tag}", _kg_cg_state(self))   # as the capture left them
         if st["static"] is not None:
             for s, a in zip(st["static"], args):
                 if torch.is_tensor(a):
@@ -191,6 +199,11 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
 def _kg_cg_uses(t):
     """How many tensors share t's storage (torch's own count; cudagraph trees use it the same way)."""
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def _kg_cg_state(module):
+    """The module's parameters and buffers as versions and addresses: a change means new weights."""
+    return tuple((t._version, t.data_ptr()) for t in (*module.parameters(), *module.buffers()))
 '''
     return helper + _class(tag, body)
 
