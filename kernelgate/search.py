@@ -266,8 +266,8 @@ class Search:
         self.check_budget()
         generation = max((e.candidate.generation for e in self.history), default=-1) + 1
         stale, best_ratio = 0, self._best_ratio()
-        # rebuild the library's stacks for candidates evaluated before a resume
-        self.library.propose(self.context(), random.Random(0), 10 ** 6, generation=0, mode="explore")
+        # rebuild the library's stacks for candidates evaluated before a resume (refiners stack on them)
+        self.library.restore(self.context(), [e.candidate for e in self.history])
         while True:
             self.check_budget()
             ctx = self.context()

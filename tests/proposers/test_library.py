@@ -8,7 +8,7 @@ import torch
 from kernelgate.graph import analyse
 from kernelgate.proposers import Context
 from kernelgate.proposers.library import Library
-from kernelgate.proposers.library.library import REWRITE_FNS as REWRITES
+from kernelgate.proposers.library.library import REWRITE_FNS as REWRITES, STRATEGIES
 from kernelgate.records import Contract
 from kernelgate.workload import Spec, load_reference
 
@@ -367,3 +367,26 @@ def test_compile_above_a_rewrite_compiles_the_rewritten_graph_with_generated_cal
             p.mul_(1.5)
         m.load_state_dict(model.state_dict())
         torch.testing.assert_close(m(*xs), model(*xs), atol=1e-4, rtol=1e-4)
+
+
+def test_restore_rebuilds_explored_and_refined_stacks_after_a_resume():
+    """--resume: refiners stack on candidates of the interrupted run, so their levels are rebuilt from the stored
+    strategy and parameters, and only when they render to the very same candidate."""
+    from kernelgate.records import Candidate
+    from kernelgate.proposers.library import triton_fusion
+    _, _, ctx = _context(str(EXAMPLES / "projection.py"), target="cuda")
+    by = {s.name: s for s in STRATEGIES}
+    first = Library()
+    tiles = triton_fusion.gemm_3xtf32_variants(ctx)
+    made = [first._make(ctx, [(by["rewrite:merge-linear"], {})], None, 0),
+            first._make(ctx, [(by["triton:gemm-3xtf32"], tiles[1]), (by["runtime:cudagraph"], {"outputs": "in-place"})],
+                        "p", 1),
+            first._make(ctx, [(by["rewrite:merge-linear"], {}), (by["runtime:compile"], {"mode": "max-autotune"})], "q", 1)]
+    stored = [Candidate.from_json(c.to_json()) for c in made]                      # through the store's JSON
+    forged = Candidate("f" * 16, made[1].strategy, "not what it renders to", params=made[1].params)
+    other = Candidate("e" * 16, "agent:my-kernel", "...")
+    lib = Library()
+    assert lib.restore(ctx, stored + [forged, other]) == 3
+    assert set(lib.stacks) == {c.id for c in made}
+    assert [(s.name, p) for s, p in lib.stacks[made[1].id]] == [("triton:gemm-3xtf32", tiles[1]),
+                                                                ("runtime:cudagraph", {"outputs": "in-place"})]

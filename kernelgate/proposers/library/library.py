@@ -481,6 +481,34 @@ class Library:
         self.stacks[c.id] = levels
         return c
 
+    def restore(self, ctx: Context, candidates) -> int:
+        """Rebuild the stacks of candidates evaluated before a resume (explored and refined alike) from their
+        strategy names and parameters; a stack counts only if it renders to the very same candidate.
+        Returns how many were restored."""
+        by = {s.name: s for s in self.strategies}
+        n = 0
+        for c in candidates:
+            if c.id in self.stacks:
+                continue
+            names = [part.split("(")[0].strip() for part in c.strategy.split(" + ")]
+            if not all(name in by for name in names):
+                continue                                   # another proposer's candidate
+            params: list[dict[str, Any]] = [{} for _ in names]
+            for key, value in c.params:
+                k, _, rest = key.partition(".")
+                if k.isdigit() and int(k) < len(names) and rest.startswith(names[int(k)] + "."):
+                    params[int(k)][rest[len(names[int(k)]) + 1:]] = value
+            # the strategy's own variant (its key order is part of the rendered source), else as stored
+            levels = [(by[name], next((v for v in by[name].variants(ctx) if v == p), p))
+                      for name, p in zip(names, params)]
+            known = set(self.stacks)
+            again = self._make(ctx, levels, c.parent, c.generation)
+            if again.id == c.id:
+                n += 1
+            elif again.id not in known:
+                del self.stacks[again.id]
+        return n
+
     def singles(self, ctx: Context) -> list[list[tuple[Strategy, dict[str, Any]]]]:
         return [[(s, v)] for s in self.strategies if s.applies(ctx) for v in s.variants(ctx)]
 
