@@ -6,7 +6,8 @@
 #                                          # then bf16 attention and int8 requantization (low precision)
 #   LIMIT=583 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
-#   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~3 min: GPU 0 the window diagnosis, GPU 1 the GPU tests
+#   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
+#                                            # generated GEMM, then kept vs fresh baseline workers
 #
 # Then, here: python benchmarks/optimize_suite.py --merge part1.json part2.json part3.json --json results/...
 # and benchmarks/fusion_rank.py over the unpacked out*.tgz (each holds <workload>/result.json, report.md).
@@ -50,8 +51,11 @@ case "${1:-}" in
     suite-b) suite 0 3 gru,rms_norm,small_cnn,transformer_blocks & lowprec & wait ;;
     suite-all) suite 0 1 small_cnn,mlp,transformer_blocks,rms_norm,attention,elementwise_chain &
                suite 1 2 conv_bn_relu,avgpool,softmax_scale,linear_bias_gelu,gru,layernorm_residual & wait ;;
-    check) ( export CUDA_VISIBLE_DEVICES=0; pin 0 python benchmarks/diag_timed_window.py --out "$OUT/window.json" \
-               > "$OUT/window.txt" 2>&1 ) &
+    check) ( export CUDA_VISIBLE_DEVICES=0
+             pin 0 timeout 120 python benchmarks/diag_compile_over_gemm.py --out "$OUT/compile_over_gemm.json" \
+               > "$OUT/compile_over_gemm.txt" 2>&1
+             pin 0 timeout 300 python benchmarks/diag_baseline_worker.py --out "$OUT/baseline_worker.json" \
+               > "$OUT/baseline_worker.txt" 2>&1 ) &
            ( export CUDA_VISIBLE_DEVICES=1; pin 1 timeout 300 python -m pytest -q -m gpu tests -p no:cacheprovider \
                > "$OUT/pytest_gpu.txt" 2>&1 ) & wait ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
