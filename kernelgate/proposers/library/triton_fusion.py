@@ -503,19 +503,28 @@ def _kg_tf_args(vals, kinds):
     return [float(v) if kind == 3 else v for v, kind in zip(vals, kinds)]
 
 
+def _kg_tf_common(vals):
+    """(first tensor, broadcast shape) when a generated kernel can take these operands (Triton present, tensors
+    and plain numbers only, a supported dtype and device, shapes that broadcast), else None."""
+    tensors = [v for v in vals if torch.is_tensor(v)]
+    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+        return None
+    t0 = tensors[0]
+    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
+        return None
+    try:
+        return t0, torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError:
+        return None
+
+
 def kg_tf_pointwise(program, cfg, *vals):
     """The program on vals by one generated kernel where it applies, else the original ops with torch.
     cfg: (BLOCK, num_warps)."""
-    tensors = [v for v in vals if torch.is_tensor(v)]
-    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+    common = _kg_tf_common(vals)
+    if common is None:
         return _kg_tf_eager(program, vals)
-    t0 = tensors[0]
-    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
-        return _kg_tf_eager(program, vals)
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError:
-        return _kg_tf_eager(program, vals)
+    t0, shape = common
     kinds = _kg_tf_kinds(vals, shape, t0.dtype, t0.device)
     if kinds is None or math.prod(shape) == 0:
         return _kg_tf_eager(program, vals)
@@ -784,16 +793,10 @@ def _kg_tf_row_eager(program, row_op, vals, w, b, eps):
 def kg_tf_row(program, row_op, w, b, eps, *vals):
     """softmax over the last dim / LayerNorm over the last dim of the program's result, by one generated
     kernel (the prologue computed as each row is loaded) where it applies, else with torch."""
-    tensors = [v for v in vals if torch.is_tensor(v)]
-    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+    common = _kg_tf_common(vals)
+    if common is None:
         return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
-    t0 = tensors[0]
-    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
-        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError:
-        return _kg_tf_row_eager(program, row_op, vals, w, b, eps)
+    t0, shape = common
     kinds = _kg_tf_kinds(vals, shape, t0.dtype, t0.device)
     n_cols = shape[-1] if len(shape) else 0
     params_ok = all(p is None or (torch.is_tensor(p) and p.dtype == t0.dtype and p.device == t0.device
@@ -878,16 +881,10 @@ def kg_tf_rowred(prog1, red, prog2, rk, n1, *vals):
     """prog2(..., reduce(prog1(vals1), last dim, keepdim), ...) by one generated row kernel where it applies,
     else with torch; vals = prog1's operands, then prog2's without the reduced value (its position rk)."""
     vals1, vals2 = vals[:n1], vals[n1:]
-    tensors = [v for v in vals if torch.is_tensor(v)]
-    if triton is None or not tensors or not all(torch.is_tensor(v) or _kg_tf_number(v) for v in vals):
+    common = _kg_tf_common(vals)
+    if common is None:
         return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
-    t0 = tensors[0]
-    if t0.dtype not in _KG_TF_DTYPES or not _kg_tf_device_ok(t0):
-        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError:
-        return _kg_tf_rowred_eager(prog1, red, prog2, rk, vals1, vals2)
+    t0, shape = common
     k1, k2 = _kg_tf_kinds(vals1, shape, t0.dtype, t0.device), _kg_tf_kinds(vals2, shape, t0.dtype, t0.device)
     n_cols = shape[-1] if len(shape) else 0
     full = any(torch.is_tensor(v) and tuple(v.shape) == tuple(shape) for v in vals1)
