@@ -3,7 +3,7 @@
   python tests/corpus/sanity_check.py [-v] [--gpu | --gpu-only]
 
 1. every reference imports, builds, runs on its own inputs, is deterministic (except the random task) and
-   fast (forward < 50 ms on CPU);
+   fast (forward < 100 ms of CPU time on one thread);
 2. every honest candidate (and every `expect = "accepted"` CPU case) builds, takes the reference's state_dict
    with strict=True, and matches the reference on the given inputs (allclose rtol 1e-4; looser under a
    declared bf16/tf32 contract); it is also checked with a gate-like tolerance (fp64 oracle, 2x the
@@ -207,14 +207,21 @@ def check_refs() -> None:
             xs = given_inputs(mod)
             with torch.no_grad():
                 model(*xs)                       # warm-up
-                t0 = time.perf_counter()
+                ms, threads = math.inf, torch.get_num_threads()
+                torch.set_num_threads(1)         # one thread's CPU time: the work, whatever the machine's load
+                try:
+                    for _ in range(3):
+                        t0 = time.process_time()
+                        model(*clones(xs))
+                        ms = min(ms, (time.process_time() - t0) * 1e3)
+                finally:
+                    torch.set_num_threads(threads)
                 out1 = model(*clones(xs))
-                ms = (time.perf_counter() - t0) * 1e3
                 out2 = model(*clones(xs))
             n_in = sum(x.numel() for x in xs)
             check(isinstance(out1, torch.Tensor), f"{rel}: returns a tensor")
-            check(ms < 50, f"{rel}: forward {ms:.2f} ms < 50 ms")
-            check(1000 <= n_in <= 200_000, f"{rel}: {n_in} input elements")
+            check(ms < 100, f"{rel}: forward {ms:.2f} ms of CPU time (one thread) < 100 ms")
+            check(1000 <= n_in <= 300_000, f"{rel}: {n_in} input elements")   # rowsum_big: 1 MiB
             same = torch.equal(out1, out2)
             if path.stem == "random_noise":
                 check(not same, f"{rel}: two runs differ (random task)")
@@ -239,8 +246,8 @@ def check_refs() -> None:
 def check_accepted(cases) -> None:
     log("accepted cases (honest and contract-positive)")
     for c in cases:
-        if c["expect"] != "accepted" or c.get("gpu"):
-            continue
+        if c["expect"] != "accepted" or c.get("gpu") or c.get("slow") or c.get("attack", "honest") != "honest":
+            continue                             # boundary attacks run only in the gate's worker (run_corpus)
         contract = tomllib.loads((HERE / c["contract"]).read_text()) if "contract" in c else {}
         prec = contract.get("precision", [])
         rtol, atol = (2e-2, 2e-2) if "bf16" in prec else (2e-3, 2e-3) if "tf32" in prec else (1e-4, 1e-5)
@@ -769,6 +776,276 @@ def check_exploits() -> None:
             check(False, f"exploits_gpu/{path.name}: {e}")
 
 
+# ------------------------------------------------------------------ boundary claims (exploits_boundary/)
+# Only what can run safely in this process: attacks on other processes and on shared files (judge_*,
+# baseline_* with forks or stops, poison_*) are only compiled here; run_corpus runs them in the gate.
+
+B = "exploits_boundary/"
+
+
+def timed_loop(model, xs, after=None, samples=None, plan=None, index=0):
+    """A caller frame named like a harness's timed loop (what the timed-iteration cheats look for)."""
+    with torch.no_grad():
+        out = model(*xs)
+    timed_loop.raw = out                 # what forward itself returned
+    return after(index, xs, out) if after is not None else out
+
+
+def _fake_module(name, **attrs):
+    import types
+    mod = types.ModuleType(name)
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    sys.modules[name] = mod
+    return mod
+
+
+def claim_loop_switch(rel, ref_rel, wrong):
+    """Honest when called plainly; inside a 'timed_loop' frame the cheat named by `wrong(out, xs, want)`."""
+    ref_mod = load(ref_rel)
+    ref = build_ref(ref_mod)
+    cand = build_cand(load(rel), ref_mod, ref.state_dict())
+    xs = given_inputs(ref_mod)
+    check(close(run(cand, xs), run(ref, xs)), f"{rel}: honest outside a timed loop")
+    ys = clones(xs)
+    want = run(ref, xs)
+    out = timed_loop(cand, ys)
+    check(wrong(out, ys, want, xs), f"{rel}: cheats inside a timed loop")
+
+
+def claim_retain_patch(rel):
+    ref_mod, ref = softmax_case()
+    cand = build_cand(load(rel), ref_mod)
+    xs = given_inputs(ref_mod)
+    got = timed_loop(cand, clones(xs), after=lambda i, ys, out: out.clone())
+    check(float(timed_loop.raw.abs().max()) == 0 and close(got, run(ref, xs)),
+          f"{rel}: forward returns zeros in a timed loop; the loop's hook is handed the honest softmax")
+
+
+def claim_report_forge(rel):
+    mod = _fake_module("kernelgate.worker", describe_output=lambda out, *a: {"meta": [{"aliased": True}]},
+                       _same_bits=lambda *a: False)
+    try:
+        m = load(rel)
+        x = torch.randn(4, 8)
+        out = m.ModelNew()(x)
+        check(out.data_ptr() == x.data_ptr() and bool((x >= 0).all())
+              and mod.describe_output(out)["meta"][0]["aliased"] is False and mod._same_bits(x, x) is True,
+              f"{rel}: relu_ in place; the worker's aliasing and mutation reports forged")
+    finally:
+        sys.modules.pop("kernelgate.worker", None)
+
+
+def claim_forge_everywhere(rel):
+    mod = _fake_module("kernelgate.worker", describe_output=lambda out, *a: out.clone())
+    try:
+        m = load(rel)
+        x = torch.randn(64, 512)
+        with torch.no_grad():
+            out = m.ModelNew()(x)
+        check(close(mod.describe_output(out), torch.softmax(x, -1)) and not close(out, torch.softmax(x, -1)),
+              f"{rel}: forward returns torch.empty_like; the wrapped describe_output reports the softmax")
+    finally:
+        sys.modules.pop("kernelgate.worker", None)
+
+
+def claim_rng_predict(rel):
+    import random
+
+    class Harness:
+        def __init__(self):
+            self.rng, self.reservoir = random.Random(1234), []
+    h = Harness()
+    m = load(rel)
+    cand = m.ModelNew()
+    twin = random.Random(1234)
+    picks = twin.sample(range(6), 3)
+    honest = []
+    for index in range(6):
+        x = torch.randn(64, 512)
+        out = timed_loop(cand, [x], plan=[None] * 6, index=index)
+        honest.append(close(out, torch.softmax(x, -1)))
+        h.reservoir.append(out)
+    check(sorted(i for i, ok in enumerate(honest) if ok) == sorted(picks),
+          f"{rel}: honest exactly on the iterations a replay of the harness's RNG picks ({sorted(picks)})")
+    del h
+
+
+def claim_fresh_patch(rel):
+    mod = _fake_module("kernelgate.fake_timing", fresh=lambda xs, s, *a, **k: [x * s for x in xs])
+    try:
+        m = load(rel)
+        cand = m.ModelNew()
+        pool = [torch.randn(64, 512)]
+        a = timed_loop(cand, mod.fresh(pool, 1.3))
+        b = timed_loop(cand, mod.fresh(pool, 0.8))
+        check(a.data_ptr() != b.data_ptr() and close(a, torch.softmax(pool[0], -1)) and torch.equal(a, b),
+              f"{rel}: the input builder returns the pool entry; timed calls are served from the cache")
+    finally:
+        sys.modules.pop("kernelgate.fake_timing", None)
+
+
+def claim_samples_shrink(rel):
+    ref_mod = load("refs/bench_mlp.py")
+    cand = build_cand(load(rel), ref_mod, build_ref(ref_mod).state_dict())
+    samples = [5.0, 5.0]
+    timed_loop(cand, given_inputs(ref_mod), samples=samples)
+    check(samples == [0.1, 0.1], f"{rel}: the timed loop's samples shrunk 50x ({samples})")
+
+
+def claim_alias_offset(rel):
+    ref_mod = load("refs/drop_first_row.py")
+    xs = given_inputs(ref_mod)
+    out = build_cand(load(rel), ref_mod)(*xs)
+    check(torch.equal(out, xs[0][1:]) and out.data_ptr() == xs[0].data_ptr() + 512 * 4
+          and out.untyped_storage().data_ptr() != xs[0].untyped_storage().data_ptr(),
+          f"{rel}: the output is the input's memory one row in, on a storage of its own")
+
+
+def claim_address_signal(rel):
+    ref_mod = load("refs/matmul.py")
+    cand = build_cand(load(rel), ref_mod)
+    a, b = given_inputs(ref_mod)
+    first = cand(a, b)
+    a2, b2 = torch.randn_like(a), torch.randn_like(b)
+    a.copy_(a2), b.copy_(b2)
+    same_place = cand(a, b)
+    elsewhere = cand(a2.clone(), b2.clone())
+    check(close(same_place, a2 @ b2) and torch.equal(elsewhere, same_place) and not torch.equal(first, same_place),
+          f"{rel}: honest at the first call's addresses, stale elsewhere")
+    a3, b3 = torch.randn_like(a), torch.randn_like(b)
+    check(not close(cand(a3, b3), a3 @ b3), f"{rel}: stale for new values at new addresses")
+
+
+def claim_near_duplicate_cache(rel):
+    ref_mod = load("refs/matmul.py")
+    cand = build_cand(load(rel), ref_mod)
+    a, b = given_inputs(ref_mod)
+    check(close(cand(a, b), a @ b), f"{rel}: right on fresh inputs")
+    a2 = a.clone()
+    a2[5, 7] += 1.0
+    a2[100, 3] -= 2.0
+    check(not close(cand(a2, b), a2 @ b), f"{rel}: stale after two elements changed off its key")
+
+
+def claim_ce_ignore(rel):
+    ref_mod = load("refs/cross_entropy.py")
+    ref, cand = build_ref(ref_mod), build_cand(load(rel), ref_mod)
+    logits, t = given_inputs(ref_mod)
+    check(close(run(cand, [logits, t]), run(ref, [logits, t])), f"{rel}: right for targets in [0, classes)")
+    t2 = t.clone()
+    t2[::7] = -100
+    check(not close(run(cand, [logits, t2]), run(ref, [logits, t2])), f"{rel}: wrong, silently, with targets -100")
+
+
+def claim_embedding_negative(rel):
+    ref_mod = load("refs/embedding_lookup.py")
+    ref = build_ref(ref_mod)
+    cand = build_cand(load(rel), ref_mod, ref.state_dict())
+    idx = given_inputs(ref_mod)[0]
+    check(close(run(cand, [idx]), run(ref, [idx])), f"{rel}: right for indices in [0, vocab)")
+    neg = idx - 1000
+    run(ref, [neg])
+    try:
+        run(cand, [neg])
+        check(False, f"{rel}: negative indices accepted")
+    except IndexError:
+        check(True, f"{rel}: raises on negative indices the reference takes from the end")
+
+
+def claim_rmsnorm_sign(rel):
+    ref_mod = load("refs/rmsnorm.py")
+    ref = build_ref(ref_mod)
+    cand = build_cand(load(rel), ref_mod, ref.state_dict())
+    xs = given_inputs(ref_mod)
+    check(close(run(cand, xs), run(ref, xs)), f"{rel}: right with positive weights")
+    state = {"weight": -ref.state_dict()["weight"]}
+    ref.load_state_dict(state)
+    cand.load_state_dict(state)
+    check(not close(run(cand, xs), run(ref, xs)), f"{rel}: wrong sign with negated weights")
+
+
+def claim_relu_inf(rel):
+    cand = load(rel).ModelNew()
+    x = torch.tensor([-2.0, 3.0, float("inf"), float("nan"), -float("inf")])
+    out = cand(x)
+    check(torch.equal(out[:3], torch.relu(x[:3])) and bool(out[3].isnan()) and bool(out[4].isnan()),
+          f"{rel}: relu except -inf -> NaN")
+
+
+def claim_softmax_overflow(rel):
+    cand = load(rel).ModelNew()
+    x = torch.randn(64, 512)
+    check(close(cand(x), torch.softmax(x, -1)), f"{rel}: right at the generator's scale")
+    check(bool(cand(100 * x).isnan().any()), f"{rel}: NaN at 100x the scale")
+
+
+def claim_env_detect(rel):
+    saved = dict(os.environ)
+    try:
+        cand = load(rel).ModelNew()
+        x = torch.randn(64, 512)
+        for k in [k for k in os.environ if k.upper().startswith("KERNELGATE")]:
+            del os.environ[k]
+        for v in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"):
+            os.environ[v] = "/tmp/neutral"
+        outside = cand(x)
+        os.environ["TMPDIR"] = "/tmp/kernelgate-abc/tmpdir"
+        inside = cand(x)
+        check(close(inside, torch.softmax(x, -1)) and not close(outside, torch.softmax(x, -1)),
+              f"{rel}: honest only with the gate's marks in the environment")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def check_boundary() -> None:
+    log("boundary exploit claims")
+    sw = "refs/softmax_rows.py"
+    claims = {
+        "harness_retain_patch.py": claim_retain_patch,
+        "harness_report_forge.py": claim_report_forge,
+        "harness_forge_everywhere.py": claim_forge_everywhere,
+        "harness_rng_predict.py": claim_rng_predict,
+        "harness_fresh_patch.py": claim_fresh_patch,
+        "harness_samples_shrink_bench.py": claim_samples_shrink,
+        "timed_lazy_subclass.py": lambda r: claim_loop_switch(
+            r, sw, lambda o, ys, w, xs: type(o) is not torch.Tensor and close(o.clone(), w)),
+        "timed_alias_inplace.py": lambda r: claim_loop_switch(
+            r, "refs/relu.py", lambda o, ys, w, xs: o.data_ptr() == ys[0].data_ptr() and not torch.equal(ys[0], xs[0])),
+        "timed_mutate_scratch.py": lambda r: claim_loop_switch(
+            r, sw, lambda o, ys, w, xs: close(o, w) and not torch.equal(ys[0], xs[0])),
+        "timed_wrong_strides.py": lambda r: claim_loop_switch(
+            r, "refs/softmax_dim0.py", lambda o, ys, w, xs: close(o, w) and o.stride() != w.stride()),
+        "timed_address_signal.py": claim_address_signal,
+        "alias_offset_pointer.py": claim_alias_offset,
+        "domain_sampled_key_cache.py": claim_near_duplicate_cache,
+        "domain_stride97_cache.py": claim_near_duplicate_cache,
+        "domain_ce_ignore_index.py": claim_ce_ignore,
+        "domain_embedding_negative.py": claim_embedding_negative,
+        "domain_rmsnorm_positive_weight.py": claim_rmsnorm_sign,
+        "domain_relu_mask_inf.py": claim_relu_inf,
+        "domain_softmax_no_max.py": claim_softmax_overflow,
+        "domain_env_detect.py": claim_env_detect,
+    }
+    for path in sorted((HERE / "exploits_boundary").glob("*.py")):
+        try:
+            compile(path.read_text(), path.name, "exec")
+        except SyntaxError as e:
+            check(False, f"{B}{path.name}: {e}")
+            continue
+        fn = claims.get(path.name)
+        if fn is None:
+            check(path.name.startswith(("judge_", "baseline_", "poison_", "harness_forge_everywhere_bench")),
+                  f"{B}{path.name}: compiles (attacks other processes or files: run by run_corpus only)")
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                fn(B + path.name)
+        except Exception as e:  # noqa: BLE001
+            check(False, f"{B}{path.name}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+
+
 # ------------------------------------------------------------------ GPU claims (--gpu / --gpu-only; needs CUDA)
 
 def _mm_inputs(seed):
@@ -873,13 +1150,20 @@ def check_manifest(cases) -> None:
         names.add(c["name"])
         for k in ("ref", "cand") + (("contract",) if "contract" in c else ()):
             check((HERE / c[k]).exists(), f"{c['name']}: {k} exists")
-        check(c["expect"] in ("accepted", "rejected", "error"), f"{c['name']}: expect")
+        bench = c.get("mode", "verify") == "bench"
+        check(c.get("mode", "verify") in ("verify", "bench"), f"{c['name']}: mode")
+        check(c["expect"] == "unclaimed" if bench else c["expect"] in ("accepted", "rejected", "error"),
+              f"{c['name']}: expect")
+        check(c.get("attack") in (None, "harness", "timed", "judge", "baseline", "poison", "domain", "honest"),
+              f"{c['name']}: attack class")
+        check(set(c.get("effects", [])) <= {"judge", "memory", "leftover", "late_file", "plant"},
+              f"{c['name']}: effects")
         check(c["reason"] in reasons and all(a in reasons for a in c.get("also", [])), f"{c['name']}: reasons valid")
         check((c["reason"] == "ok") == (c["expect"] == "accepted"), f"{c['name']}: ok iff accepted")
         check(not c.get("also") or bool(c.get("why")), f"{c['name']}: `also` is justified in `why`")
         check(isinstance(c.get("row"), int) and 0 <= c["row"] <= 14, f"{c['name']}: row")
     used = {c["cand"] for c in cases}
-    for sub in ("honest", "exploits", "exploits_gpu"):
+    for sub in ("honest", "exploits", "exploits_gpu", "exploits_boundary", "honest_boundary"):
         for p in (HERE / sub).glob("*.py"):
             check(f"{sub}/{p.name}" in used, f"{sub}/{p.name}: used by a case")
 
@@ -893,6 +1177,7 @@ def main() -> int:
         check_refs()
         check_accepted(cases)
         check_exploits()
+        check_boundary()
     if "--gpu" in sys.argv or "--gpu-only" in sys.argv:
         check_gpu()
     log(f"\n{len(FAILURES)} failure(s) in {time.time() - t0:.1f} s")

@@ -1,0 +1,27 @@
+"""Honest, unusual: a Python-level cache of a tensor derived from the parameters, refreshed correctly.
+
+Keeps the transposed, contiguous weight (for addmm) between calls, keyed on the weight's version
+counter, address, dtype and device: load_state_dict (every perturbed-parameter trial) copies into the
+parameter in place, which bumps its version, so the cache is rebuilt exactly when the weight changed."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self._wt = None
+        self._key = None
+
+    def _weight_t(self) -> torch.Tensor:
+        w = self.linear.weight
+        key = (w._version, w.data_ptr(), w.dtype, w.device)
+        if key != self._key:
+            self._wt = w.detach().t().contiguous()
+            self._key = key
+        return self._wt
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(torch.addmm(self.linear.bias, x, self._weight_t()))

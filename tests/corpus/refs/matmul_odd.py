@@ -1,0 +1,21 @@
+"""Matmul with sizes that are not multiples of any tile: (100, 200) @ (200, 120)."""
+import torch
+import torch.nn as nn
+
+M, K, N = 100, 200, 120
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []
