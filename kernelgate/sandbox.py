@@ -1,6 +1,11 @@
-"""Worker processes for untrusted code: spawn, scrubbed environment, fresh cache dirs, timeouts, kill.
+"""Worker processes for untrusted code: spawn, confinement, scrubbed environment, fresh cache dirs,
+timeouts, freezing, and killing with every descendant.
 
 A crash, hang, `sys.exit`, runaway output or OOM becomes a `WorkerFailure` with a reason, never a hang.
+Confinement (kernelgate/isolation.py) is applied between fork and exec and checked from /proc; what a
+worker actually got is `Worker.protections`. A worker's processes are found from outside (/proc): its
+session (setsid is refused to them), its process group, and descendants by parent links; orphans are
+reparented to the judge (a child subreaper), which reaps those it identified as the worker's.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import wire
+from . import isolation, wire
 from .errors import KernelgateError
 from .records import Reason
 
@@ -28,6 +33,8 @@ log = logging.getLogger(__name__)
 
 SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET)", re.IGNORECASE)
 CACHE_VARS = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH")
+#: other places libraries write by default (~/.triton, ~/.cache): private too, the rest of the filesystem is read-only
+HOME_VARS = ("TRITON_HOME", "XDG_CACHE_HOME", "TORCH_HOME")
 
 
 class WorkerFailure(Exception):
@@ -43,10 +50,11 @@ class WorkerFailure(Exception):
 def scrubbed_env(workdir: Path) -> dict[str, str]:
     """The parent's environment minus secrets, with private temp and cache directories."""
     env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
-    for var in ("TMPDIR",) + CACHE_VARS:
+    for var in ("TMPDIR",) + CACHE_VARS + HOME_VARS:
         d = workdir / var.lower()
         d.mkdir(parents=True, exist_ok=True)
         env[var] = str(d)
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"      # no pool of compile subprocesses that outlives the build
     pkg_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else pkg_root
     env["PYTHONUNBUFFERED"] = "1"
@@ -75,6 +83,53 @@ class _Drain(threading.Thread):
                 return
 
 
+def _scan() -> dict[int, tuple[str, int, int, int]]:
+    """Every process: pid -> (state, ppid, process group, session), from /proc/<pid>/stat."""
+    out: dict[int, tuple[str, int, int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                rest = f.read().rpartition(b")")[2].split()
+            state = rest[0].decode()
+            if state == "Z":                    # the leader thread is gone; the others may still run
+                state = _group_state(name)
+            out[int(name)] = (state, int(rest[1]), int(rest[2]), int(rest[3]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _group_state(pid: str) -> str:
+    """State of a process whose leader thread has exited: that of a thread still there (running or
+    stopped), else Z."""
+    try:
+        tids = [t for t in os.listdir(f"/proc/{pid}/task") if t != pid]
+    except OSError:
+        return "Z"
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat", "rb") as f:
+                st = f.read().rpartition(b")")[2].split()[0].decode()
+        except (OSError, IndexError):
+            continue
+        if st not in "ZX":
+            return st
+    return "Z"
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
 class Worker:
     """One spawned process that hosts one model (a candidate or a baseline)."""
 
@@ -91,23 +146,49 @@ class Worker:
         self.reply_capacity = 0         # bytes of the worker->judge shared region (0: replies inline)
         self._in: wire.Bulk | None = None
         self._out: wire.Bulk | None = None
+        self._regions: socket.socket | None = None     # the judge's end of the channel regions travel on
+        #: the protections this worker actually has (measured at start, and by `lockdown`); entries for those
+        #: missing on this machine start with "missing:"
+        self.protections: tuple[str, ...] = ()
+        self.frozen = False
+        self.locked = False
+        self._gone = False              # killed, every descendant gone, and reaped: nothing to look for
+        self._lock = threading.Lock()
 
     def start(self) -> None:
+        isolation.judge_setup()
         parent, child = socket.socketpair()
+        rparent, rchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = scrubbed_env(self.workdir)
         mem = self.memory_limit
+        confine = isolation.Confinement(self.workdir)
 
         def limits() -> None:
             if mem:
                 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            confine.apply()
 
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelgate.worker", str(child.fileno())],
-            pass_fds=(child.fileno(),), env=env, cwd=self.workdir, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=limits)
-        child.close()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelgate.worker", str(child.fileno()), str(rchild.fileno())],
+                pass_fds=(child.fileno(), rchild.fileno()) + confine.pass_fds, env=env, cwd=self.workdir,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                preexec_fn=limits)
+            report = confine.report()
+        except BaseException:
+            parent.close()
+            rparent.close()
+            raise
+        finally:
+            confine.close()
+            child.close()
+            rchild.close()
         self.conn = Connection(parent.detach())
+        self._regions = rparent
+        self.protections = isolation.verify_start(self.proc.pid, report) + (
+            ("sealed shared memory",) if isolation.sealed_memory() else
+            ("missing: sealed shared memory (a worker could truncate a region under the judge)",))
         for stream in (self.proc.stdout, self.proc.stderr):
             d = _Drain(stream, self.output_limit, self._output_limit_hit)
             d.start()
@@ -129,29 +210,169 @@ class Worker:
         except OSError:
             return 0
 
+    # ------------------------------------------------------------ the worker's processes, seen from outside
+    def _exited(self) -> bool:
+        """Whether the worker process has ended, without reaping it (a zombie keeps its pid, so the pid
+        cannot be reused before its descendants are dealt with)."""
+        assert self.proc is not None
+        if self.proc.returncode is not None:
+            return True
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except (AttributeError, ChildProcessError, OSError):
+            return self.proc.poll() is not None
+
+    def alive(self) -> bool:
+        return self.proc is not None and not self._exited()
+
+    def processes(self) -> dict[int, str]:
+        """The worker and every process descended from it, alive or zombie: pid -> state letter (/proc).
+        Found by session and process group (setsid is refused to the worker's processes, so a daemon stays
+        in the session) and by parent links from the worker while its pid is still its own (not reaped)."""
+        if self.proc is None or self._gone or not sys.platform.startswith("linux"):
+            return {}
+        root = self.proc.pid
+        own_pid = self.proc.returncode is None          # not reaped: the number cannot have been reused
+        procs = _scan()
+        found = {p for p, (_, _, pgrp, sid) in procs.items() if sid == root or pgrp == root}
+        if own_pid and root in procs:
+            found.add(root)
+            children: dict[int, list[int]] = {}
+            for p, (_, ppid, _, _) in procs.items():
+                children.setdefault(ppid, []).append(p)
+            todo = list(found)
+            while todo:
+                for c in children.get(todo.pop(), []):
+                    if c not in found:
+                        found.add(c)
+                        todo.append(c)
+        return {p: procs[p][0] for p in found}
+
+    def descendants(self) -> list[int]:
+        """Live processes of the worker's tree other than the worker itself (after `lockdown` there should
+        be none: a non-empty list means a process was started anyway)."""
+        root = self.proc.pid if self.proc else -1
+        return sorted(p for p, st in self.processes().items() if p != root and st not in "ZX")
+
+    def _kill_tree(self, include_root: bool = True, deadline_s: float = 10.0, settle: bool = False) -> None:
+        """SIGSTOP every process of the tree (a stopped process cannot fork), then SIGKILL, until none is left
+        alive; reap the orphans the judge adopted (only those identified as this worker's). With `settle`,
+        also until no zombie of the tree is left (they reach the judge, as subreaper, once their parent's
+        last thread is gone)."""
+        root = self.proc.pid if self.proc else -1
+        me = os.getpid()
+        killed: set[int] = set()
+        deadline = time.monotonic() + deadline_s
+        while True:
+            tree = {p: st for p, st in self.processes().items() if include_root or p != root}
+            live = [p for p, st in tree.items() if st not in "ZX"]
+            fresh = [p for p in live if p not in killed]
+            for p in fresh:
+                _signal(p, signal.SIGSTOP)
+            for p in fresh:
+                _signal(p, signal.SIGKILL)
+                killed.add(p)
+            if include_root and root not in killed and self.proc and self.proc.returncode is None:
+                if not sys.platform.startswith("linux"):
+                    try:
+                        os.killpg(root, signal.SIGKILL)   # no /proc: its process group at least
+                    except OSError:
+                        pass
+                _signal(root, signal.SIGKILL)        # not in /proc any more, or not scanned: by pid, once
+                killed.add(root)
+            procs = _scan() if tree else {}
+            for p in tree:
+                if p != root and p in procs and procs[p][1] == me and procs[p][0] == "Z":
+                    try:
+                        os.waitpid(p, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+            if not (tree if settle else live) or time.monotonic() > deadline:
+                return
+            if not fresh:
+                time.sleep(0.005)                    # killed ones still exiting (uninterruptible sleep)
+
+    def freeze(self) -> None:
+        """Stop the worker and every descendant (SIGSTOP, repeated until all are stopped), so none of its
+        processes can run while others are timed. `thaw` resumes them; `close` kills them stopped."""
+        if self.proc is None or self._gone:
+            return
+        self.frozen = True
+        deadline = time.monotonic() + 2.0
+        while True:
+            running = [p for p, st in self.processes().items() if st not in "TtZX"]
+            if not running or time.monotonic() > deadline:
+                return
+            for p in running:
+                _signal(p, signal.SIGSTOP)
+            time.sleep(0.001)
+
+    def thaw(self) -> None:
+        """Resume what `freeze` stopped."""
+        if self.proc is None or self._gone:
+            self.frozen = False
+            return
+        for p in self.processes():
+            _signal(p, signal.SIGCONT)
+        self.frozen = False
+
+    def lockdown(self, timeout: float = 60.0) -> None:
+        """After the build: no new processes. Kills the worker's descendants (build-time children such as
+        compilers), has the worker install a seccomp filter on every thread that refuses fork, vfork, clone of
+        a process and exec, then checks from /proc that every thread gained a filter (the reply proves
+        nothing: a candidate can replace the op) and kills whatever was forked meanwhile."""
+        if self.proc is None:
+            self.start()
+        if self.locked:
+            return
+        if not isolation.seccomp_supported() or isolation.disabled() or not sys.platform.startswith("linux"):
+            missing = "missing: no new processes after build (no seccomp filters here)"
+            self.protections += (missing,) if missing not in self.protections else ()
+            return
+        self._kill_tree(include_root=False)
+        before = isolation.seccomp_filters(self.pid)
+        self.request({"op": "lockdown"}, timeout)
+        after = isolation.seccomp_filters(self.pid)
+        status = isolation.proc_status(self.pid)
+        counted = "Seccomp_filters" in status
+        ok = (status.get("NoNewPrivs") == "1" and status.get("Seccomp") == "2" and bool(after)
+              and min(after) >= 0 and (not counted or min(after) > max(before or [0])))
+        if not ok:
+            self.kill()
+            raise WorkerFailure(Reason.CRASH, "isolation: the worker did not install its process filter",
+                                f"seccomp filters per thread before {before}, after {after}; "
+                                f"NoNewPrivs {status.get('NoNewPrivs')}, Seccomp {status.get('Seccomp')}")
+        self._kill_tree(include_root=False)          # anything forked before the filter took effect
+        self.locked = True
+        self.protections += ("no new processes after build (seccomp, verified from /proc"
+                             + ("" if counted else "; filter count not shown by this kernel") + ")",)
+
+    # ------------------------------------------------------------ requests
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request; return the reply or raise WorkerFailure (the worker is then dead)."""
         if self.proc is None:
             self.start()
-        assert self.conn is not None
+        assert self.conn is not None and self._regions is not None
+        if self.frozen:
+            raise KernelgateError(f"{msg['op']} sent to a frozen worker ({self.label}); thaw it first")
         try:
             data = wire.encode(self._pack(msg))
-        except OSError as e:     # the judge's side (no room for a shared region): not the candidate's doing
-            raise KernelgateError(f"cannot stage {msg['op']} for the worker: {e} (free space in /dev/shm or "
-                                  "$TMPDIR)") from e
+        except OSError as e:     # the judge's side (no memory for a shared region): not the candidate's doing
+            raise KernelgateError(f"cannot stage {msg['op']} for the worker: {e} (no memory for a shared "
+                                  "region)") from e
         try:
+            for region in (self._in, self._out):
+                if region is not None:
+                    region.send(self._regions)   # its descriptor, once; then closed on this side
             self.conn.send_bytes(data)
             deadline = time.monotonic() + timeout
             while not self.conn.poll(0.05):
-                if self.proc.poll() is not None or self.over_limit:
+                if self._exited() or self.over_limit:
                     raise EOFError
                 if time.monotonic() > deadline:
                     self.kill()
                     raise WorkerFailure(Reason.TIMEOUT, f"{msg['op']} did not finish within {timeout:g} s; killed")
             reply = wire.unpack(wire.decode(self.conn.recv_bytes()), self._out, self.device)
-            for region in (self._in, self._out):
-                if region is not None:
-                    region.unlink()          # mapped on both sides by now; the name is no longer needed
         except (EOFError, OSError, BrokenPipeError, ConnectionError):
             raise self._death(msg["op"]) from None
         except WorkerFailure:
@@ -173,24 +394,24 @@ class Worker:
         need = wire.bulk_bytes(msg)
         if need and (self._in is None or self._in.size < need):
             if self._in is not None:
-                self._in.unlink()
+                self._in.close()
             self._in = wire.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
         if self.reply_capacity and (self._out is None or self._out.size < self.reply_capacity):
             if self._out is not None:
-                self._out.unlink()
+                self._out.close()
             self._out = wire.Bulk.create(self.reply_capacity)
         packed = wire.pack(msg, self._in) if need else dict(msg)
-        packed["_bulk"] = [self._in.path, self._in.size] if self._in else None
-        packed["_reply_bulk"] = [self._out.path, self._out.size] if self._out else None
+        packed["_bulk"] = [self._in.ident, self._in.size] if self._in else None
+        packed["_reply_bulk"] = [self._out.ident, self._out.size] if self._out else None
         return packed
 
     def _death(self, op: str) -> WorkerFailure:
         assert self.proc is not None
-        try:
-            rc = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            rc = self.proc.wait()
+        deadline = time.monotonic() + 5
+        while not self._exited() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.kill()                                  # what is left of it, and its descendants; reaps it
+        rc = self.proc.returncode if self.proc.returncode is not None else self.proc.wait()
         for d in self.drains:
             d.join(timeout=1)
         tail = b"".join(d.tail for d in self.drains).decode(errors="replace").strip()[-600:]
@@ -211,31 +432,43 @@ class Worker:
                              tail)
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-
-    def close(self) -> None:
-        """Stop the worker (politely, then by force) and remove its private directories."""
-        if self.proc and self.proc.poll() is None and self.conn is not None:
-            try:
-                self.conn.send_bytes(wire.encode({"op": "exit"}))
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        if self.proc:
+        """Kill the worker and every process of its tree (stopped first, so none can fork meanwhile), then
+        reap the worker."""
+        if self.proc is None or self._gone:
+            return
+        with self._lock:
+            if self._gone:
+                return
+            self._kill_tree(include_root=True)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
+                return
+            # children of a thread group are reparented only when its last thread is gone: now, for the
+            # worker; zombies adopted since then, and anything its session still holds, are dealt with here
+            self._kill_tree(include_root=False, deadline_s=2.0, settle=True)
+            self.frozen = False
+            self._gone = not self.processes()
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by force, with every descendant) and remove its private directories."""
+        if self.proc and not self.frozen and self.alive() and self.conn is not None:
+            try:
+                self.conn.send_bytes(wire.encode({"op": "exit"}))
+                deadline = time.monotonic() + 5
+                while not self._exited() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            except OSError:
                 pass
+        self.kill()
         if self.conn is not None:
             self.conn.close()
+        if self._regions is not None:
+            self._regions.close()
+            self._regions = None
         for region in (self._in, self._out):
             if region is not None:
-                region.unlink()
+                region.close()
         self._in = self._out = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -258,7 +491,7 @@ class Spares:
     def take(self, label: str = "candidate") -> Worker:
         """The spare if it is alive (then none is left until refill), else a new, unstarted worker."""
         w, self._spare = self._spare, None
-        if w is None or w.proc is None or w.proc.poll() is not None:
+        if w is None or not w.alive():
             if w is not None:
                 w.close()
             w = Worker(label, output_limit=self.output_limit, memory_limit=self.memory_limit)

@@ -4,17 +4,24 @@ Replies from a worker are untrusted, so they are decoded with `torch.load(weight
 which cannot run code.
 
 Large contiguous tensors do not travel inside the message: they are copied into a shared-memory
-region (`Bulk`, a file both processes map) and the message carries a reference (offset, bytes,
-dtype, shape). Each direction has its own region, created and named by the judge; a reference read
-from an untrusted reply is bounds-checked and copied out at once, so later writes to the region by
-the worker cannot change what the judge has read.
+region (`Bulk`, mapped by both processes) and the message carries a reference (offset, bytes,
+dtype, shape). Each direction has its own region, created by the judge and named in messages by a
+number; the region itself reaches the worker as a file descriptor over a second socket (`send`,
+`Regions`), never as a path. A region is a memfd sealed against shrinking and growing, so the worker
+cannot truncate it under the judge's mapping (which would kill the judge with SIGBUS). A reference
+read from an untrusted reply is bounds-checked and copied out at once, so later writes to the region
+by the worker cannot change what the judge has read.
 """
 from __future__ import annotations
 
+import errno
 import io
+import itertools
 import math
+import mmap
 import os
-import shutil
+import socket
+import struct
 import tempfile
 from typing import Any
 
@@ -36,48 +43,115 @@ def decode(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
-def _shm_dir(size: int) -> str:
-    """RAM-backed /dev/shm when it has room, else the temp directory (page cache)."""
-    for d in ("/dev/shm", tempfile.gettempdir()):
+def _sealed_fd(size: int) -> tuple[int, bool]:
+    """A file descriptor of `size` bytes, reserved up front (a lack of memory fails here, not later as SIGBUS),
+    and whether it is sealed against shrinking: a memfd where the platform has them, else an unlinked
+    temporary file."""
+    import fcntl
+    if hasattr(os, "memfd_create") and hasattr(fcntl, "F_ADD_SEALS"):
+        fd = os.memfd_create("buffer", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        sealed = True
+    else:
+        fd, path = tempfile.mkstemp(prefix="kernelgate-bulk-")
+        os.unlink(path)
+        sealed = False
+    try:
+        os.ftruncate(fd, size)
         try:
-            if os.path.isdir(d) and os.access(d, os.W_OK) and shutil.disk_usage(d).free > size + (256 << 20):
-                return d
-        except OSError:
-            continue
-    return tempfile.gettempdir()
+            os.posix_fallocate(fd, 0, size)
+        except AttributeError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        if sealed:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, sealed
+
+
+_IDS = itertools.count(1)
+_ID = struct.Struct("<Q")
 
 
 class Bulk:
-    """A shared-memory file of fixed size, mapped as a flat uint8 tensor."""
+    """A shared-memory region of fixed size, mapped as a flat uint8 tensor.
 
-    def __init__(self, path: str, size: int, buf: torch.Tensor):
-        self.path, self.size, self.buf = path, size, buf
+    `ident` names it in messages; `fd` is open on the judge's side until `send` hands it to the worker."""
+
+    def __init__(self, ident: int, size: int, buf: torch.Tensor, fd: int | None = None, sealed: bool = False):
+        self.ident, self.size, self.buf, self.fd, self.sealed = ident, size, buf, fd, sealed
+
+    @staticmethod
+    def _map(fd: int, size: int) -> torch.Tensor:
+        return torch.frombuffer(mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE),
+                                dtype=torch.uint8)
 
     @classmethod
     def create(cls, size: int) -> "Bulk":
-        """A new region (judge side). Space is reserved up front, so a full /dev/shm fails here, not later."""
+        """A new region (judge side). Space is reserved up front, so a lack of memory fails here, not later."""
         size = max(_ALIGN, -(-size // _ALIGN) * _ALIGN)
-        fd, path = tempfile.mkstemp(prefix="kernelgate-bulk-", dir=_shm_dir(size))
+        fd, sealed = _sealed_fd(size)
         try:
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except (AttributeError, OSError):
-                os.ftruncate(fd, size)
-        finally:
+            return cls(next(_IDS), size, cls._map(fd, size), fd, sealed)
+        except BaseException:
             os.close(fd)
-        return cls(path, size, torch.from_file(path, shared=True, size=size, dtype=torch.uint8))
+            raise
 
     @classmethod
-    def attach(cls, path: str, size: int) -> "Bulk":
-        """Map a region the judge created (worker side)."""
-        return cls(path, size, torch.from_file(path, shared=True, size=size, dtype=torch.uint8))
-
-    def unlink(self) -> None:
-        """Remove the name; mappings stay valid until dropped."""
+    def attach(cls, fd: int, ident: int, size: int) -> "Bulk":
+        """Map a region the judge sent (worker side); the descriptor is closed once mapped."""
         try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+            if os.fstat(fd).st_size < size:
+                raise ValueError(f"shared region {ident} is smaller than {size} bytes")
+            return cls(ident, size, cls._map(fd, size))
+        finally:
+            os.close(fd)
+
+    def send(self, sock: socket.socket) -> None:
+        """Hand the region to the worker (its descriptor, tagged with the id) and close it on this side."""
+        if self.fd is None:
+            return
+        socket.send_fds(sock, [_ID.pack(self.ident)], [self.fd])
+        self.close()
+
+    def close(self) -> None:
+        """Close the descriptor, if still open; the mapping stays valid while `buf` is referenced."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+    unlink = close
+
+
+class Regions:
+    """Worker side: the descriptors the judge sends, claimed by the id a message names."""
+
+    def __init__(self, sock: socket.socket | None):
+        self.sock = sock
+        self.pending: dict[int, int] = {}
+
+    def attach(self, current: Bulk | None, named: Any) -> Bulk | None:
+        """The region a message names (`[id, size]`), mapped once per id."""
+        if not named:
+            return None
+        ident, size = int(named[0]), int(named[1])
+        if current is not None and current.ident == ident and current.size == size:
+            return current
+        while ident not in self.pending:
+            if self.sock is None:
+                raise ValueError("a shared region was named, but no channel for regions exists")
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, _ID.size, 4)
+            if not data and not fds:
+                raise EOFError("the judge closed the channel for shared regions")
+            if len(data) != _ID.size or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                raise ValueError("malformed message on the channel for shared regions")
+            self.pending[_ID.unpack(data)[0]] = fds[0]
+        return Bulk.attach(self.pending.pop(ident), ident, size)
 
 
 def _eligible(t: Any) -> bool:

@@ -363,15 +363,18 @@ class Harness:
                          "traceback": traceback.format_exc()[-4000:]}
             self.conn.send_bytes(wire.encode(wire.pack(reply, self.out_bulk)))
 
-    @staticmethod
-    def _attach(current: "wire.Bulk | None", named: Any) -> "wire.Bulk | None":
-        """The shared region the judge named in a message (mapped once per name)."""
-        if not named:
-            return None
-        path, size = named
-        if current is not None and current.path == path and current.size == size:
-            return current
-        return wire.Bulk.attach(path, size)
+    def _attach(self, current: "wire.Bulk | None", named: Any) -> "wire.Bulk | None":
+        """The shared region the judge named in a message (mapped once per id; its descriptor arrives on the
+        region channel that `main` opened)."""
+        regions = getattr(self, "regions", None) or wire.Regions(None)
+        return regions.attach(current, named)
+
+    def op_lockdown(self, msg: dict) -> dict:
+        """After the build: no new processes (a seccomp filter on every thread). The judge verifies the filter
+        from /proc, not from this reply."""
+        from . import isolation
+        isolation.lockdown_self()
+        return {"ok": True}
 
 
 def _first_line(e: BaseException) -> str:
@@ -411,9 +414,15 @@ def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
 
 
 def main() -> None:
+    import socket
+    from . import isolation
+    isolation.worker_setup()
     fd = int(sys.argv[1])
     conn = Connection(fd)
-    Harness(conn).serve()
+    harness = Harness(conn)
+    if len(sys.argv) > 2:       # the channel shared-memory regions arrive on (as file descriptors)
+        harness.regions = wire.Regions(socket.socket(fileno=int(sys.argv[2])))
+    harness.serve()
     conn.close()
     # no interpreter teardown: candidate atexit hooks and thread joins cannot delay the judge
     sys.stdout.flush()

@@ -1,4 +1,6 @@
 
+import sys
+
 import pytest
 
 from kernelgate.records import Reason
@@ -60,3 +62,146 @@ def test_spares_start_ahead_and_are_never_shared():
     sp.close()
     assert left.proc.poll() is not None and sp._spare is None
     w.close()
+
+
+SPINNER = '''
+import ctypes, os, threading, time
+import torch
+def spin(name, ghost=False):
+    """A busy child; a ghost's main thread exits (its /proc state reads Z) while another thread spins."""
+    pid = os.fork()
+    if pid == 0:
+        if ghost:
+            threading.Thread(target=lambda: [None for _ in iter(int, 1)]).start()
+            time.sleep(0.05)
+            ctypes.CDLL(None).syscall({"aarch64": 93}.get(os.uname().machine, 60), 0)   # exit: this thread only
+        while True:
+            pass
+    with open(os.path.join(os.environ["TMPDIR"], name), "w") as f:
+        f.write(str(pid))
+spin("child.pid")
+spin("ghost.pid", ghost=True)
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+FORK_CHAIN = '''
+import os, time
+import torch
+def chain():
+    """Each generation forks the next and exits: the live process keeps changing pid and parent."""
+    if os.fork() == 0:
+        n = 0
+        while True:
+            if os.fork() != 0:
+                os._exit(0)
+            n += 1
+            if n % 100 == 0:
+                with open(os.path.join(os.environ["TMPDIR"], "chain"), "w") as f:
+                    f.write(str(n))
+chain()
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
+def _stat(pid):
+    from pathlib import Path
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return {"state": fields[0], "sid": int(fields[3]), "cpu": int(fields[11]) + int(fields[12])}
+
+
+def _eventually(cond, seconds=10):
+    import time
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _cpu(pid):
+    """CPU ticks of every thread of `pid`."""
+    import os
+    from pathlib import Path
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            f = Path(f"/proc/{pid}/task/{t}/stat").read_text().rpartition(")")[2].split()
+            total += int(f[11]) + int(f[12])
+        except OSError:
+            pass
+    return total
+
+
+def _in_session(sid):
+    import os
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and (_stat(p) or {}).get("sid") == sid]
+
+
+def _wait_file(path, seconds=20):
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never written")
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+@linux_only
+def test_freeze_stops_the_worker_and_its_descendants_and_thaw_resumes_them(write):
+    """Frozen: every process of the worker's tree is stopped and gets no CPU; a request is refused (the judge's
+    mistake, not the candidate's); after thaw requests work; a frozen worker is killed by close, promptly."""
+    import time
+    from kernelgate.errors import KernelgateError
+    w = Worker("frozen")
+    try:
+        w.request({"op": "build", "path": write("spin.py", SPINNER), "cls": "ModelNew", "init_inputs": [],
+                   "state": {}, "device": "cpu"}, 120)
+        child = int(_wait_file(w.workdir / "tmpdir" / "child.pid"))
+        ghost = int(_wait_file(w.workdir / "tmpdir" / "ghost.pid"))
+        assert _eventually(lambda: _stat(ghost)["state"] == "Z" and _cpu(ghost) > 0)    # looks dead, is not
+        assert set(w.processes()) == {w.pid, child, ghost} and w.descendants() == sorted([child, ghost])
+        w.freeze()
+        assert all(st == "T" for st in w.processes().values())
+        cpu, ghost_cpu = _stat(child)["cpu"], _cpu(ghost)
+        time.sleep(0.3)
+        assert _stat(child)["cpu"] == cpu and _stat(child)["state"] == "T" and _cpu(ghost) == ghost_cpu
+        with pytest.raises(KernelgateError, match="frozen"):
+            w.request({"op": "hello"}, 5)
+        w.thaw()
+        assert w.request({"op": "hello"}, 30)["pid"] == w.pid
+        assert _eventually(lambda: _stat(child)["state"] == "R" and _stat(child)["cpu"] > cpu)
+        w.freeze()
+        t0 = time.monotonic()
+    finally:
+        w.close()
+    assert time.monotonic() - t0 < 4                    # no polite-exit wait on a stopped worker
+    assert _stat(child) is None and _stat(ghost) is None and _stat(w.pid) is None
+
+
+@linux_only
+def test_a_process_that_keeps_forking_is_killed_with_the_worker(write):
+    """A chain in which each generation forks the next and exits (new pid, new parent every time) is caught:
+    stopped first, then killed, until none of the worker's session is left."""
+    w = Worker("chain")
+    try:
+        w.request({"op": "build", "path": write("chain.py", FORK_CHAIN), "cls": "ModelNew", "init_inputs": [],
+                   "state": {}, "device": "cpu"}, 120)
+        _wait_file(w.workdir / "tmpdir" / "chain")
+        assert len(_in_session(w.pid)) >= 2
+    finally:
+        w.close()
+    assert _in_session(w.pid) == []

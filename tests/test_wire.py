@@ -59,8 +59,12 @@ def test_a_reference_without_a_region_is_refused():
         wire.unpack([{"__kg_bulk__": [0, 4, "float32", [1]]}], None)
 
 
-def test_regions_are_unlinked_once_mapped_and_large_tensors_cross_a_worker(tmp_path):
-    """A worker receives a 4 MB input through the judge->worker region and replies through the other one."""
+def test_regions_travel_as_descriptors_and_large_tensors_cross_a_worker(tmp_path):
+    """A worker receives a 4 MB input through the judge->worker region and replies through the other one;
+    the regions reach it as file descriptors (closed on the judge's side once sent), never as files."""
+    import glob
+    import tempfile
+    before = set(glob.glob("/dev/shm/kernelgate-bulk*") + glob.glob(f"{tempfile.gettempdir()}/kernelgate-bulk*"))
     w = Worker("wire-test")
     w.reply_capacity = 8 << 20
     try:
@@ -70,14 +74,59 @@ def test_regions_are_unlinked_once_mapped_and_large_tensors_cross_a_worker(tmp_p
                          "    def forward(self, x):\n        return x * 2\n")
         w.request({"op": "build", "path": str(model), "cls": "ModelNew", "init_inputs": [], "state": {},
                    "device": "cpu"}, 60)
-        x = big(1024, 1024)
-        reply = w.request({"op": "call", "inputs": [x], "poison_bytes": 0}, 60)
-        out = reply["output"]["tensors"][0]
-        assert torch.equal(out, x * 2) and reply["inputs_changed"] == []
-        assert w._in is not None and w._out is not None
-        assert not os.path.exists(w._in.path) and not os.path.exists(w._out.path)
+        for k in range(2):                       # the second call reuses both regions
+            x = big(1024, 1024)
+            reply = w.request({"op": "call", "inputs": [x], "poison_bytes": 0}, 60)
+            out = reply["output"]["tensors"][0]
+            assert torch.equal(out, x * 2) and reply["inputs_changed"] == []
+        assert w._in is not None and w._out is not None and w._in.fd is None and w._out.fd is None
+        y = big(2048, 1024)                      # a larger input: a new, larger region is sent
+        reply = w.request({"op": "call", "inputs": [y], "poison_bytes": 0}, 60)
+        assert torch.equal(reply["output"]["tensors"][0], y * 2) and w._in.size >= y.numel() * 4
+        after = set(glob.glob("/dev/shm/kernelgate-bulk*") + glob.glob(f"{tempfile.gettempdir()}/kernelgate-bulk*"))
+        assert after <= before
     finally:
         w.close()
+
+
+def test_a_region_cannot_be_truncated_by_the_other_side_and_the_judge_still_reads():
+    """The judge maps a region, another process holding its descriptor tries to shrink it (which would make
+    the judge's next access a SIGBUS) and to grow it: both refused; the judge reads and writes on."""
+    import socket
+    import subprocess
+    import sys
+    from kernelgate import isolation
+    if not isolation.sealed_memory():
+        pytest.skip("no memfd sealing on this platform")
+    region = wire.Bulk.create(4 << 20)
+    x = big(1024, 1024)
+    packed = wire.pack([x], region)
+    with pytest.raises(PermissionError):
+        os.ftruncate(region.fd, 0)               # not even the judge can shrink it
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    code = ("import os, socket, sys\n"
+            "s = socket.socket(fileno=int(sys.argv[1]))\n"
+            "data, fds, _, _ = socket.recv_fds(s, 8, 1)\n"
+            "out = []\n"
+            "for size in (0, 1 << 30):\n"
+            "    try:\n"
+            "        os.ftruncate(fds[0], size); out.append('done')\n"
+            "    except OSError as e:\n"
+            "        out.append(str(e.errno))\n"
+            "print(' '.join(out))\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                         stdout=subprocess.PIPE, text=True)
+    theirs.close()
+    region.send(ours)
+    assert region.fd is None
+    got = p.communicate(timeout=60)[0].split()
+    ours.close()
+    import errno
+    assert got == [str(errno.EPERM), str(errno.EPERM)], got     # before the judge touches its mapping again
+    back = wire.unpack(packed, region)
+    assert torch.equal(back[0], x)
+    region.buf[-64:] = 7                         # the whole mapping is still backed
+    assert int(region.buf[-1]) == 7
 
 
 def test_no_room_for_a_region_is_the_judges_error_not_the_candidates(monkeypatch):
