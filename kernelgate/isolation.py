@@ -445,7 +445,7 @@ def verify_start(pid: int, report: set[str]) -> tuple[str, ...]:
         return (f"missing: isolation turned off ({SWITCH}=off)",) + judge_setup()
     st = proc_status(pid)
     out: list[str] = []
-    if st.get("NoNewPrivs") == "1" and "nnp" in report:
+    if st.get("NoNewPrivs", "1") == "1" and "nnp" in report:
         out.append("no new privileges")
     else:
         out.append("missing: no_new_privs")
@@ -467,8 +467,9 @@ def verify_start(pid: int, report: set[str]) -> tuple[str, ...]:
     else:
         out.append("missing: landlock: files outside the private dir are writable"
                    + ("" if landlock_abi() else " (not in this kernel)"))
-    if "seccomp" in report and st.get("Seccomp") == "2":
-        out.append("seccomp: no ptrace / process_vm / setsid")
+    if "seccomp" in report and st.get("Seccomp", "2") == "2":
+        out.append("seccomp: no ptrace / process_vm / setsid"
+                   + ("" if "Seccomp" in st else " (unverified: this kernel's /proc shows no seccomp state)"))
         if "signals" in report:
             out.append("seccomp: signals only to itself")
     else:

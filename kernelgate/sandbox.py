@@ -334,9 +334,9 @@ class Worker:
         self.request({"op": "lockdown"}, timeout)
         after = isolation.seccomp_filters(self.pid)
         status = isolation.proc_status(self.pid)
-        counted = "Seccomp_filters" in status
-        ok = (status.get("NoNewPrivs") == "1" and status.get("Seccomp") == "2" and bool(after)
-              and min(after) >= 0 and (not counted or min(after) > max(before or [0])))
+        visible, counted = "Seccomp" in status, "Seccomp_filters" in status
+        ok = not visible or (status.get("NoNewPrivs", "1") == "1" and status.get("Seccomp") == "2" and bool(after)
+                             and min(after) >= 0 and (not counted or min(after) > max(before or [0])))
         if not ok:
             self.kill()
             raise WorkerFailure(Reason.CRASH, "isolation: the worker did not install its process filter",
@@ -344,8 +344,9 @@ class Worker:
                                 f"NoNewPrivs {status.get('NoNewPrivs')}, Seccomp {status.get('Seccomp')}")
         self._kill_tree(include_root=False)          # anything forked before the filter took effect
         self.locked = True
-        self.protections += ("no new processes after build (seccomp, verified from /proc"
-                             + ("" if counted else "; filter count not shown by this kernel") + ")",)
+        self.protections += ("no new processes after build (seccomp, " + (
+            "verified from /proc)" if counted else "verified from /proc; filter count not shown by this kernel)"
+            if visible else "unverified: this kernel's /proc shows no seccomp state)"),)
 
     # ------------------------------------------------------------ requests
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
