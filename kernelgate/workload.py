@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import math
+import random
 import sys
 import types
 from dataclasses import dataclass
@@ -37,24 +40,65 @@ class Spec:
         return Spec(str(Path(path).resolve()), cls, inputs)
 
 
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the file's source text on every load: no bytecode cache is read or written.
+
+    A candidate runs as the same user as the judge and may plant `__pycache__/<name>.cpython-*.pyc`
+    next to a reference (stamped with the source's mtime and size, which is all CPython checks): the
+    judge and the baseline workers must execute the source they hash, never such a file."""
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        path = self.get_filename(fullname)
+        return compile(self.get_data(path), path, "exec", dont_inherit=True)
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """While a file executes, modules found next to it (a sibling `helpers.py`, a package beside it and
+    its submodules) are loaded from source too; everything else (torch, site-packages) as usual."""
+
+    def __init__(self, folder: Path):
+        self.folders = {folder}
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return None
+        origin = Path(spec.origin).resolve()
+        if origin.parent not in self.folders and not (origin.name == "__init__.py"
+                                                      and origin.parent.parent in self.folders):
+            return None
+        locations = spec.submodule_search_locations
+        if locations is not None:
+            self.folders.update(Path(p).resolve() for p in locations)
+        return importlib.util.spec_from_file_location(fullname, spec.origin, loader=_SourceLoader(fullname, spec.origin),
+                                                      submodule_search_locations=locations)
+
+
 def import_file(path: str, name: str | None = None) -> types.ModuleType:
-    """Import a Python file as a fresh module, with clear errors for a missing file or bad syntax."""
+    """Import a Python file as a fresh module, compiled from its source text (never from bytecode), with
+    clear errors for a missing file or bad syntax. The module is registered in sys.modules under its
+    name (dataclasses and pickling look it up there)."""
     p = Path(path)
     if not p.exists():
         raise KernelgateError(f"no such file: {path}")
     if p.suffix != ".py":
         raise KernelgateError(f"not a Python file: {path}")
     mod_name = name or f"_kg_{p.stem}_{hashlib.sha1(str(p).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(mod_name, p)
+    spec = importlib.util.spec_from_file_location(mod_name, p, loader=_SourceLoader(mod_name, str(p)))
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
+    finder = _SourceFinder(p.resolve().parent)
+    sys.meta_path.insert(0, finder)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
         raise KernelgateError(f"syntax error in {p.name} line {e.lineno}: {e.msg}", Reason.TASK_LOAD) from e
     except Exception as e:  # noqa: BLE001 - any import-time failure is a load error
         raise KernelgateError(f"importing {p.name} failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
+    finally:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
     return module
 
 
@@ -251,6 +295,223 @@ def perturb(state: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, t
             std = float(w.std()) if w.numel() > 1 else float(w.abs().mean())
             y = w + 0.2 * (std if std > 0 and math.isfinite(std) else 1.0) * noise
         out[k] = y.to(v.dtype)
+    return out
+
+
+# ---------------------------------------------------------------- trials beyond the given values
+# (gate/trials.py decides which of these a task gets, after probing the reference with them)
+
+def _rng(gen: torch.Generator) -> random.Random:
+    """A Python RNG seeded from `gen`, for picking a few positions of a tensor of any size."""
+    return random.Random(int(torch.randint(1 << 62, (1,), generator=gen)))
+
+
+def _put(y: torch.Tensor, positions: list[int], values: list[Any]) -> None:
+    """Write `values` at flat (row-major) `positions` of `y`, whatever its strides."""
+    if not positions:
+        return
+    vals = torch.tensor(values, dtype=torch.float64 if y.is_floating_point() else torch.int64).to(y.dtype).to(y.device)
+    if y.dim() == 0:
+        y.fill_(vals[0])
+        return
+    idx = torch.unravel_index(torch.tensor(positions, device=y.device), y.shape)
+    y[idx] = vals
+
+
+@dataclass(frozen=True)
+class IntDomain:
+    """Values an integer (or bool) input may take, as inferred from its generator and probed on the reference."""
+
+    low: int
+    high: int                          # inclusive
+    specials: tuple[int, ...] = ()     # values outside [low, high] the reference accepts (-100: ignore_index)
+    density: float | None = None       # bool inputs: the share of True in the given values
+
+    def draw(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """New values for `x` (same shape, dtype and strides) over the whole domain: uniform, plus the two
+        ends and each special value at a few positions."""
+        g, n = _gen_on(gen, x.device), x.numel()
+        if x.dtype == torch.bool:
+            p = min(max(self.density if self.density is not None else 0.5, 0.1), 0.9)
+            y = torch.rand(x.shape, generator=g, device=x.device) < p
+        else:
+            y = torch.randint(self.low, self.high + 1, x.shape, generator=g, dtype=torch.int64, device=x.device)
+            r = _rng(gen)
+            ends = [self.low, self.high] + [s for s in self.specials for _ in range(max(1, n // 64))]
+            if n >= 2 * len(ends):
+                _put(y, r.sample(range(n), len(ends)), ends)
+            elif n:
+                _put(y, list(range(n)), [r.choice(ends) if r.random() < 0.5 else int(v) for v in y.reshape(-1)])
+        out = torch.empty_like(x)
+        out.copy_(y)
+        return out
+
+
+def integer_sizes(xs: list[Any], model: torch.nn.Module, init_inputs: list[Any]) -> set[int]:
+    """Sizes an integer input might index into: every dimension of the inputs, parameters and buffers,
+    and the integer constructor arguments (a class count, a vocabulary size)."""
+    sizes: set[int] = set()
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            sizes.update(x.shape)
+        elif isinstance(x, int) and not isinstance(x, bool):
+            sizes.add(x)
+    for t in list(model.parameters()) + list(model.buffers()):
+        sizes.update(t.shape)
+    sizes.update(a for a in init_inputs if isinstance(a, int) and not isinstance(a, bool))
+    return {n for n in sizes if n > 0}
+
+
+def infer_int_domain(i: int, samples: list[list[Any]], sizes: set[int], accepts: Callable[[list[Any]], bool],
+                     gen: torch.Generator) -> IntDomain | None:
+    """The valid range of integer input `i`: the values its generator produced across `samples`, widened up to
+    the largest size it could index into (sizes tried in increasing order, up to the first the reference
+    rejects), to negative indices and to special values (-1, -100, 0) where the reference accepts them (`accepts` runs the reference on samples[0] with a few positions changed). None
+    when the reference accepts no new draw over the range."""
+    base = samples[0]
+    x = base[i]
+    xs = [s[i] for s in samples if isinstance(s[i], torch.Tensor) and s[i].dtype == x.dtype and s[i].numel()]
+    r = _rng(gen)
+
+    def with_values(values: list[int], inp: list[Any] = base) -> list[Any]:
+        y = inp[i].clone()
+        _put(y, r.sample(range(y.numel()), min(len(values), y.numel())), values[:y.numel()])
+        return [y if k == i else v for k, v in enumerate(inp)]
+
+    if x.dtype == torch.bool:
+        dom = IntDomain(0, 1, density=float(sum(float(v.float().mean()) for v in xs) / len(xs)))
+    else:
+        info = torch.iinfo(x.dtype)
+        lo, hi = min(int(v.min()) for v in xs), max(int(v.max()) for v in xs)
+        high = hi
+        for n in sorted(n for n in sizes if n - 1 > hi)[:4]:      # the table, class count... it may index
+            top = min(n - 1, info.max)
+            if top <= high or not accepts(with_values([top, r.randint(high, top)])):
+                break
+            high = top
+        low, neg = lo, max(-(high + 1), info.min)
+        if lo >= 0 and neg < 0 and accepts(with_values([neg, -1, r.randint(neg, -1)])):
+            low = neg                                            # Python-style indices from the end
+        elif lo > 0 and accepts(with_values([0])):
+            low = 0
+        specials = tuple(v for v in (-1, -100) if info.min <= v < low and accepts(with_values([v])))
+        dom = IntDomain(low, high, specials)
+    for d in (dom, IntDomain(dom.low, dom.high, (), dom.density)):
+        if accepts([d.draw(x, gen) if k == i else v for k, v in enumerate(base)]):
+            return d
+    return None
+
+
+def perturb_ints(state: dict[str, torch.Tensor], gen: torch.Generator) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Integer and bool buffers changed within the range they hold: distinct values (a permutation, an
+    index list) shuffled, other integer tensors redrawn over [min, max], a constant (a counter, a shift)
+    moved by 1 or 2 away from zero's side, bools flipped at ~10% of positions. Returns the new state and
+    the changed keys; the caller keeps it only where the reference still runs."""
+    out, changed, r = dict(state), [], _rng(gen)
+    for k, v in state.items():
+        if v.is_floating_point() or v.is_complex() or v.numel() == 0:
+            continue
+        g = _gen_on(gen, v.device)
+        if v.dtype == torch.bool:
+            flip = torch.rand(v.shape, generator=g, device=v.device) < 0.1
+            if not bool(flip.any()):
+                flip.view(-1)[r.randrange(v.numel())] = True
+            y = v ^ flip
+        else:
+            lo, hi = int(v.min()), int(v.max())
+            info = torch.iinfo(v.dtype)
+            if lo == hi:
+                step = r.choice((1, 2))
+                y = torch.full_like(v, lo + step if lo >= 0 or lo - step < info.min else lo - step)
+            elif v.numel() == int(torch.unique(v).numel()):
+                y = v.reshape(-1)[torch.randperm(v.numel(), generator=g, device=v.device)].reshape(v.shape)
+            else:
+                y = torch.randint(lo, hi + 1, v.shape, generator=g, dtype=v.dtype, device=v.device)
+        out[k] = y.to(v.dtype).clone()
+        changed.append(k)
+    return out, changed
+
+
+def flip_signs(state: dict[str, torch.Tensor], keys: list[str]) -> dict[str, torch.Tensor]:
+    """`state` with the listed float tensors negated (so "a scale is positive" cannot be assumed)."""
+    return {k: (-v if k in keys else v) for k, v in state.items()}
+
+
+def with_nonfinite(xs: list[Any], gen: torch.Generator, contract: Contract) -> list[Any] | None:
+    """Copies of the inputs with NaN, +Inf and -Inf at a few random positions of every float input that has
+    no declared domain (None when there is none)."""
+    out, any_float, r = list(xs), False, _rng(gen)
+    for i, x in enumerate(xs):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or x.numel() == 0 or contract.domain_of(i):
+            continue
+        specials = [math.nan, math.inf, -math.inf]
+        r.shuffle(specials)
+        k = min(len(specials), x.numel())
+        y = x.clone()
+        _put(y, r.sample(range(x.numel()), k), specials[:k])
+        out[i], any_float = y, True
+    return out if any_float else None
+
+
+#: magnitude of the extreme values, in units of the input's RMS (far beyond any generator's draws: exp overflows)
+EXTREME = 1000.0
+
+
+def with_extremes(xs: list[Any], gen: torch.Generator, contract: Contract) -> list[Any] | None:
+    """Copies of the inputs with +M and -M (M = EXTREME x the input's RMS, within a sixteenth of the format's
+    range) at two random positions of every float input that has no declared domain (None when there is none)."""
+    out, any_float, r = list(xs), False, _rng(gen)
+    for i, x in enumerate(xs):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or x.numel() < 2 or contract.domain_of(i):
+            continue
+        rms = float(x.detach().double().pow(2).mean().sqrt())
+        m = min(EXTREME * (rms if rms > 0 and math.isfinite(rms) else 1.0), torch.finfo(x.dtype).max / 16)
+        y = x.clone()
+        _put(y, r.sample(range(x.numel()), 2), [m, -m])
+        out[i], any_float = y, True
+    return out if any_float else None
+
+
+def edit(xs: list[Any], gen: torch.Generator, contract: Contract, domains: dict[int, IntDomain],
+         counts: dict[int, int]) -> list[Any]:
+    """Copies of the inputs changed at `counts[i]` random positions of input i and nowhere else: floats moved
+    by 2-4 standard deviations (or redrawn inside a declared domain), integers redrawn from their domain,
+    bools flipped. Against a cache keyed on a few sampled elements, which then answers stale."""
+    out, r = list(xs), _rng(gen)
+    for i, count in counts.items():
+        x = xs[i]
+        k = min(count, x.numel())
+        pos = r.sample(range(x.numel()), k)
+        y = x.clone()
+        if x.dtype == torch.bool:
+            idx = torch.unravel_index(torch.tensor(pos, device=x.device), x.shape) if x.dim() else ()
+            y[idx] = ~y[idx]
+        elif x.is_floating_point():
+            flat = x.detach().reshape(-1)
+            old = flat[torch.tensor(pos, device=x.device)].double().tolist()
+            d = contract.domain_of(i)
+            w = flat.double()
+            std = float(w.std()) if w.numel() > 1 else float(w.abs().mean())
+            std = std if std > 0 and math.isfinite(std) else 1.0
+            if d is not None:
+                new = [r.uniform(d.low, d.high) for _ in old]
+            else:
+                new = [v + r.choice((-1, 1)) * r.uniform(2.0, 4.0) * std for v in old]
+            _put(y, pos, new)
+        else:
+            dom = domains[i]
+            old = x.reshape(-1)[torch.tensor(pos, device=x.device)].tolist()
+            choices = list(range(dom.low, dom.high + 1)) if dom.high - dom.low < 64 else None
+            new = []
+            for v in old:
+                for _ in range(16):
+                    c = r.choice(choices + list(dom.specials)) if choices else r.choice(
+                        [r.randint(dom.low, dom.high)] * 4 + list(dom.specials))
+                    if c != v:
+                        break
+                new.append(c)
+            _put(y, pos, new)
+        out[i] = y
     return out
 
 

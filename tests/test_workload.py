@@ -89,3 +89,76 @@ def test_inputs_function_from_another_file(write):
     write("gen.py", "import torch\ndef make():\n    return [torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3) > 0, torch.rand(2, 3, 8)]\n")
     ref = workload.load_reference(workload.Spec.parse(p, "Model", inputs="gen.py:make"))
     assert [tuple(x.shape) for x in ref.inputs(0)] == [(2, 3), (2, 3), (2, 3, 8)]
+
+
+def _plant_pyc(source_path, text):
+    """Bytecode of `text` where CPython looks for `source_path`'s cache, stamped with the source's mtime and
+    size (all a timestamp .pyc is checked against)."""
+    import importlib._bootstrap_external as ext
+    import importlib.util
+    import os
+    from pathlib import Path
+    st = os.stat(source_path)
+    data = ext._code_to_timestamp_pyc(compile(text, source_path, "exec"), st.st_mtime, st.st_size)
+    cache = Path(importlib.util.cache_from_source(source_path))
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(data)
+    return cache
+
+
+PLANTED = "import torch\nclass Model(torch.nn.Module):\n    planted = True\n" \
+          "def get_inputs():\n    return [torch.zeros(1)]\n"
+
+
+def test_import_file_runs_the_source_never_planted_bytecode(write, tmp_path):
+    import importlib.util
+    p = write("m.py", REF)
+    cache = _plant_pyc(p, PLANTED)
+    # the planted file is valid: a plain import would execute it
+    spec = importlib.util.spec_from_file_location("_kg_test_planted", p)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    assert getattr(plain.Model, "planted", False)
+    before = cache.read_bytes()
+    ref = workload.load_reference(workload.Spec.parse(p, "Model"))
+    assert not hasattr(ref.cls, "planted") and ref.cls.__module__ in __import__("sys").modules
+    assert ref.init_inputs == [10] and cache.read_bytes() == before
+
+
+def test_sibling_modules_are_loaded_from_source_too(write, tmp_path, monkeypatch):
+    write("helper_kg.py", "SCALE = 2.0\n")
+    _plant_pyc(str(tmp_path / "helper_kg.py"), "SCALE = 1000.0\n")
+    p = write("m.py", REF.replace("import torch\n", "import torch\nfrom helper_kg import SCALE\n", 1))
+    import sys
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        ref = workload.load_reference(workload.Spec.parse(p, "Model"))
+        assert ref.module.SCALE == 2.0
+    finally:
+        sys.modules.pop("helper_kg", None)
+
+
+def test_import_file_writes_no_bytecode(write, tmp_path):
+    p = write("fresh.py", REF)
+    workload.import_file(p)
+    assert not (tmp_path / "__pycache__").exists()
+
+
+def test_trial_transforms_keep_layout_and_touch_only_what_they_say():
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 10, (40, 6)).t()                         # non-contiguous
+    y = workload.IntDomain(-10, 9, (-100,)).draw(idx, g)
+    assert y.stride() == idx.stride() and y.dtype == idx.dtype
+    assert {-100, -10, 9} <= set(y.reshape(-1).tolist()) and int(y.min()) >= -100 and int(y.max()) <= 9
+    x = torch.randn(30, 20).t()
+    e = workload.edit([x, idx], g, Contract(), {1: workload.IntDomain(0, 9)}, {0: 4, 1: 3})
+    assert e[0].stride() == x.stride() and int((e[0] != x).sum()) == 4 and int((e[1] != idx).sum()) == 3
+    n = workload.with_nonfinite([x, idx], g, Contract())
+    assert int(n[0].isnan().sum()) == 1 and int(n[0].isinf().sum()) == 2 and n[1] is idx
+    assert workload.with_nonfinite([x], g, Contract(domain=((0, Domain(-1.0, 1.0)),))) is None
+    state = {"perm": torch.randperm(16), "count": torch.tensor(0), "mask": torch.ones(8, dtype=torch.bool),
+             "w": torch.randn(3)}
+    new, keys = workload.perturb_ints(state, g)
+    assert sorted(keys) == ["count", "mask", "perm"] and new["w"] is state["w"]
+    assert torch.equal(new["perm"].sort().values, torch.arange(16)) and int(new["count"]) in (1, 2)
+    assert not bool(new["mask"].all())

@@ -20,14 +20,19 @@ def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
     return None
 
 
-def mutants(oracle: Oracle, xs: list[Any], runs: Runs) -> dict[str, list[torch.Tensor]]:
-    """Outputs of the trivial mutants on one trial's inputs."""
+def output_means(runs: Runs) -> list[float]:
+    """The mean of each oracle output of one trial (NaN/Inf counted as 0)."""
+    return [float(g.double().nan_to_num().mean()) if g.numel() else 0.0 for g in runs.oracle]
+
+
+def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None = None) -> dict[str, list[torch.Tensor]]:
+    """Outputs of the trivial mutants on one trial's inputs. The constant mutant fills each output with
+    `means` (taken from another trial's outputs; this trial's own when not given)."""
     task = runs.task
+    means = output_means(runs) if means is None else means
     out: dict[str, list[torch.Tensor]] = {
         "zeros": [torch.zeros_like(b) for b in task],
-        "constant at the mean": [torch.full_like(b, float(g.double().nan_to_num().mean()) if b.is_floating_point()
-                                                 else int(g.double().nan_to_num().mean().round()))
-                                 for b, g in zip(task, runs.oracle)],
+        "constant at the mean": [torch.full_like(b, m if b.is_floating_point() else round(m)) for b, m in zip(task, means)],
     }
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
     if len(task) == 1 and tensors and tensors[0].shape == task[0].shape:
@@ -40,9 +45,15 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs) -> dict[str, list[torch.T
 
 
 def admit(oracle: Oracle, trials: list[tuple[list[Any], Runs]]) -> Check:
-    """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission."""
+    """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission.
+
+    Degenerate means a trivial output passes across trials: the constant mutant of each trial is the mean of
+    the previous trial's outputs (trials draw from different distributions), never of the outputs it is
+    compared with, which a 0-dim output (a loss) would match exactly without the task being trivial."""
     passing = None
-    per_trial = [mutants(oracle, xs, runs) for xs, runs in trials]
+    means = [output_means(runs) for _, runs in trials]
+    per_trial = [mutants(oracle, xs, runs, means[j - 1] if len(trials) > 1 else None)
+                 for j, (xs, runs) in enumerate(trials)]
     # a "mutant" identical to the reference on every trial changes nothing (e.g. a bf16 run of a model that
     # casts to fp32 itself): it is not a mutant of this task
     names = [n for n in per_trial[0]

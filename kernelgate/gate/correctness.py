@@ -133,7 +133,7 @@ def _nonfinite_mismatch(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> st
 
 
 def check_meta(meta: dict, ref: torch.Tensor, device: str, strides: bool, label: str) -> tuple[Reason, str] | None:
-    """Exact dtype, shape, device and (unless relaxed) strides of one output."""
+    """Exact dtype, shape and device of one output; its layout by `layout_ok` (unless strides are relaxed)."""
     if meta["dtype"] != str(ref.dtype):
         return Reason.DTYPE, f"{label}: dtype {meta['dtype']}, expected {ref.dtype}"
     if list(meta["shape"]) != list(ref.shape):
@@ -142,12 +142,74 @@ def check_meta(meta: dict, ref: torch.Tensor, device: str, strides: bool, label:
     got = torch.device(meta["device"])
     if got.type != want.type:
         return Reason.DEVICE, f"{label}: on {got}, expected {want.type}"
-    if strides and not _same_strides(meta["shape"], meta["stride"], list(ref.stride())):
-        return Reason.STRIDE, f"{label}: strides {meta['stride']}, expected {list(ref.stride())} (contract: strides=false relaxes)"
+    if strides and not layout_ok(list(meta["shape"]), list(meta["stride"]), list(ref.stride())):
+        return Reason.STRIDE, (f"{label}: strides {meta['stride']}, expected {list(ref.stride())} or row-major "
+                               "(contract: strides=false relaxes)")
     return None
+
+
+def layout_ok(shape: list[int], stride: list[int], ref_stride: list[int]) -> bool:
+    """The layout rule (dimensions of size 1 never matter):
+    - the reference's strides exactly, or
+    - row-major contiguous: what `.contiguous()` of the reference's output would give, on which `.view` of
+      any compatible shape and row-major pointer arithmetic work, or
+    - when the reference's own output is not contiguous (a view, a slice), the same layout padded: the same
+      order of dimensions by stride, the same innermost stride, no overlap, any pitch (a padded buffer
+      sliced to the valid region). Code consuming a non-contiguous output already goes through strides.
+    Anything else (column-major for a row-major reference, a padded slice where the reference is
+    contiguous) is refused: `.view` would raise, or a kernel reading the pointer row-major would read padding."""
+    if math.prod(shape) <= 1 or _same_strides(shape, stride, ref_stride) or _contiguous(shape, stride):
+        return True
+    if _contiguous(shape, ref_stride):
+        return False
+    dims = [d for d, n in enumerate(shape) if n > 1]
+    order = sorted(dims, key=lambda d: (stride[d], d))
+    ref_order = sorted(dims, key=lambda d: (ref_stride[d], d))
+    return (order == ref_order and stride[order[0]] == ref_stride[order[0]] and _dense_enough(shape, stride, order)
+            and _dense_enough(shape, ref_stride, ref_order))
+
+
+def _contiguous(shape: list[int], stride: list[int]) -> bool:
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(stride)):
+        if n == 0:
+            return True
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def _dense_enough(shape: list[int], stride: list[int], order: list[int]) -> bool:
+    """No two elements share memory: along `order` (innermost first), each stride clears the span inside it."""
+    span = 1
+    for d in order:
+        if stride[d] < span:
+            return False
+        span = stride[d] * shape[d]
+    return True
 
 
 def _same_strides(shape: list[int], a: list[int], b: list[int]) -> bool:
     if math.prod(shape) <= 1:
         return True
     return all(x == y for n, x, y in zip(shape, a, b) if n > 1)
+
+
+#: in the name of the trial whose inputs hold NaN/Inf (gate/trials.py), judged by `unjudged_where_nonfinite`
+NONFINITE_TRIAL = "NaN/Inf inputs"
+
+
+def unjudged_where_nonfinite(c: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """For the NaN/Inf-input trial: the candidate's output with the oracle's values where the oracle is
+    non-finite, so only the rest is judged (as usual: finite and within tolerance).
+
+    How NaN propagates through an op differs between honest implementations (torch.relu keeps a NaN,
+    `where(x > 0, x, 0)` and fmaxf-based kernels, Triton's maximum included, turn it into 0), so an output
+    the reference makes NaN/Inf from a NaN/Inf input is not judged; a NaN/Inf spreading to outputs the
+    reference keeps finite (a global max, a tile shared across rows) is rejected."""
+    if not (c.dtype.is_floating_point and g.dtype.is_floating_point) or c.shape != g.shape or c.element_size() < 2:
+        return c
+    gd = g.to(c.device)
+    return torch.where(torch.isfinite(gd), c, gd.to(c.dtype))

@@ -123,15 +123,11 @@ class Trial:
 
 
 def make_trials(task: Task, seed: int, cfg: GateConfig) -> list[Trial]:
-    """Correctness trials from the secret seed: widened distributions, perturbed parameters, varied shapes."""
+    """Correctness trials from the secret seed: widened distributions and integer ranges, perturbed and negated
+    parameters, edits of one trial's inputs, NaN/Inf and extreme inputs (gate/trials.py), then varied shapes."""
+    from . import trials as trial_plan
     g = torch.Generator().manual_seed(seed)
-    trials = []
-    for t in range(cfg.trials):
-        kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
-        xs = workload.widen(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.device), kind, g,
-                            task.contract)
-        state = task.oracle.state0 if t == 0 else workload.perturb(task.oracle.state0, g)
-        trials.append(Trial(f"trial {t + 1} ({kind}{', perturbed params' if t else ''})", xs, state))
+    trials = [Trial(name, xs, state) for name, xs, state in trial_plan.plan(task, g, cfg.trials)]
     for v in task.contract.vary:
         for size in v.sizes:
             xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.device),
@@ -229,6 +225,8 @@ class Session:
                       f"({name}); declare inplace = true in the contract if intended")
         worst = ""
         for k, (c, g, b) in enumerate(zip(out["tensors"], runs.oracle, runs.task)):
+            if correctness.NONFINITE_TRIAL in name:
+                c = correctness.unjudged_where_nonfinite(c, g)
             chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, name, t.quantized,
                            t.contract.one_step)
             if not chk.ok:

@@ -77,3 +77,69 @@ def test_unit_roundoff_table():
     assert correctness.unit_roundoff(torch.int32) == 0.0
     assert correctness.unit_roundoff(torch.float8_e4m3fn) == 2.0 ** -4
     assert correctness.unit_roundoff(torch.float8_e5m2) == 2.0 ** -3
+
+
+def test_layout_rule():
+    ok = correctness.layout_ok
+    assert ok([4, 3], [3, 1], [3, 1])                       # the reference's strides
+    assert not ok([4, 3], [1, 4], [3, 1])                   # column-major for a row-major reference
+    assert ok([4, 3], [3, 1], [1, 4])                       # row-major for a transposed view
+    assert ok([4, 3], [1, 4], [1, 4])
+    assert not ok([4, 3], [8, 1], [3, 1])                   # padded slice, reference contiguous: .view(-1) would fail
+    assert ok([2, 4, 100], [4 * 128, 128, 1], [4 * 102, 102, 1])   # padded slice of a sliced reference
+    assert not ok([2, 4, 100], [4 * 128, 1, 4], [4 * 102, 102, 1])  # another order of dimensions
+    assert not ok([2, 4, 100], [4 * 256, 256, 2], [4 * 102, 102, 1])  # innermost stride changed
+    assert not ok([4, 3], [0, 1], [6, 1]) and not ok([4, 3], [1, 1], [1, 8])   # overlapping
+    assert ok([1, 3], [99, 1], [3, 1]) and ok([4, 1], [1, 7], [1, 1])  # size-1 dimensions never matter
+
+
+def _verify_layout(write, tmp_path, ref: str, cand: str):
+    from kernelgate import api
+    head = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+    return api.verify(write("ref.py", head + ref), write("cand.py", head + cand), store=str(tmp_path / "s.sqlite"))
+
+
+def test_contiguous_output_where_the_reference_returns_a_transposed_view(write, tmp_path):
+    ref = """
+class Model(nn.Module):
+    def forward(self, x):
+        return (x * 2.0).t()
+def get_inputs():
+    return [torch.randn(48, 32)]
+def get_init_inputs():
+    return []
+"""
+    cand = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return (x.t() * 2.0).contiguous()\n"
+    v = _verify_layout(write, tmp_path, ref, cand)
+    assert v.status.value == "accepted", v.message
+
+
+CAUSAL = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 3, padding=2)
+    def forward(self, x):
+        return self.conv(x)[..., :-2]                   # causal: a slice, pitch 102
+def get_inputs():
+    return [torch.randn(2, 4, 100)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_padded_computation_returning_the_valid_slice(write, tmp_path):
+    cand = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 3, padding=2)
+    def forward(self, x):                               # computed into a buffer of pitch 128
+        y = F.conv1d(F.pad(x, (2, 28)), self.conv.weight, self.conv.bias)
+        return y[..., :x.shape[-1]]
+"""
+    v = _verify_layout(write, tmp_path, CAUSAL, cand)
+    assert v.status.value == "accepted", v.message
+    column_major = cand.replace("return y[..., :x.shape[-1]]", "return y[..., :x.shape[-1]].transpose(1, 2).contiguous().transpose(1, 2)")
+    v = _verify_layout(write, tmp_path, CAUSAL, column_major)
+    assert v.status.value == "rejected" and v.reason.value == "stride", v.message

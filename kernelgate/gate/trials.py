@@ -1,0 +1,330 @@
+"""Which correctness trials a candidate gets: drawn from the secret seed, judge-side, after it is built.
+
+Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS for float inputs. On top:
+- integer and bool inputs are redrawn over their whole valid range in every trial but the "given" ones
+  (the range is inferred from the workload's generator and probed on the reference: sizes it may index
+  into, negative indices, -1 / -100 sentinels; see workload.infer_int_domain);
+- trials 2..n load perturbed parameters; every other one also perturbs integer/bool buffers, and two
+  of them negate parameter tensors (complementary halves, so each tensor is negated in one of them);
+- two edit trials follow a random trial: its inputs changed at a few positions, then at one position,
+  parameters unchanged (a cache keyed on sampled elements answers stale);
+- one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
+Every trial that goes where the given inputs do not is probed first: the reference must run and give
+finite outputs (or no more non-finite ones than without the change), else the trial falls back to the
+workload's own values (or is left out, for the NaN/Inf trial).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import time
+from typing import Any
+
+import torch
+
+from .. import workload
+from ..oracle import as_list, bit_equal
+from . import correctness
+
+log = logging.getLogger(__name__)
+
+#: substrings of ops whose bad index makes a CUDA kernel assert, which ends the judge's CUDA context:
+#: on a GPU, probes of a reference with such ops run on a CPU copy of it
+INDEXING_OPS = ("index", "gather", "scatter", "embedding", "take", "nll_loss", "one_hot", "bincount",
+                "repeat_interleave", "margin", "put", "searchsorted", "bucketize", "histc")
+CPU_PROBE_LIMIT_S = 2.0          # a CPU copy slower than this on the given inputs is not used (no risky trials)
+SAMPLES = 4                      # draws of the workload's generator from which integer ranges are inferred
+NONFINITE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _tensors(xs: list[Any]) -> list[torch.Tensor]:
+    return [x for x in xs if isinstance(x, torch.Tensor)]
+
+
+def _nonfinite(outs: list[Any]) -> list[torch.Tensor | None]:
+    """Per output, the mask of non-finite values (None for non-float outputs)."""
+    return [~torch.isfinite(o) if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
+
+
+class Prober:
+    """Runs the reference (task dtype) on trial inputs and parameters before any candidate sees them.
+
+    One per task, cached on the oracle; the integer ranges are inferred once."""
+
+    def __init__(self, task: Any):
+        self.task, self.oracle = task, task.oracle
+        o = self.oracle
+        self.loaded: Any = None          # the state dict a probe last loaded into the oracle
+        self.risky = o.device.startswith("cuda") and any(s in op for op in o.ops for s in INDEXING_OPS)
+        self.cpu: torch.nn.Module | None = None
+        self.cpu_loaded: Any = None
+        if self.risky:
+            self.cpu = self._cpu_copy()
+        keys = set(o.state0)
+        self.params = sorted({k for k, p in o.model.named_parameters(remove_duplicate=False)
+                              if k in keys and p.is_floating_point() and p.numel()})
+        self.int_buffers = any(not v.is_floating_point() and not v.is_complex() and v.numel() for v in o.state0.values())
+        self._domains: dict[int, workload.IntDomain] | None = None
+
+    def _cpu_copy(self) -> torch.nn.Module | None:
+        """The reference on the CPU, for probes that could make a CUDA kernel assert; None when it cannot run
+        the given inputs there, or is too slow to."""
+        try:
+            model = self.task.ref.build(seed=0)
+            model.load_state_dict({k: v.cpu() for k, v in self.oracle.state0.items()})
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                model(*[x.cpu() if isinstance(x, torch.Tensor) else x for x in self.task.given])
+            if time.perf_counter() - t0 > CPU_PROBE_LIMIT_S:
+                log.info("no CPU copy for probing trials: a forward takes %.1f s", time.perf_counter() - t0)
+                return None
+            return model
+        except Exception as e:  # noqa: BLE001 - then risky trials are not tried on this task
+            log.info("no CPU copy for probing trials: %s", e)
+            return None
+
+    def _load(self, state: dict[str, torch.Tensor]) -> None:
+        if self.loaded is not state:
+            self.oracle.load(state)
+            self.loaded = state
+
+    def run(self, xs: list[Any], state: dict[str, torch.Tensor]) -> list[Any] | None:
+        """The reference's task-dtype outputs, or None when it raises (or cannot be run without risk)."""
+        try:
+            if self.risky:
+                if self.cpu is None:
+                    return None
+                if self.cpu_loaded is not state:
+                    self.cpu.load_state_dict({k: v.cpu() for k, v in state.items()})
+                    self.cpu_loaded = state
+                dev, model = [x.cpu() if isinstance(x, torch.Tensor) else x for x in xs], self.cpu
+            else:
+                self._load(state)
+                dev = [x.to(self.oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
+                model = self.oracle.model
+            with torch.no_grad():
+                return [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(model(*dev))]
+        except Exception:  # noqa: BLE001 - a rejected trial
+            return None
+
+    def ok(self, xs: list[Any], state: dict[str, torch.Tensor],
+           base: tuple[list[Any], dict[str, torch.Tensor]] | None = None) -> bool:
+        """The reference accepts `xs` under `state`: it runs, and its outputs are finite, or non-finite only
+        where they are on `base` (the same trial without the change)."""
+        outs = self.run(xs, state)
+        if outs is None:
+            return False
+        masks = _nonfinite(outs)
+        if not any(m is not None and bool(m.any()) for m in masks):
+            return True
+        if base is None:
+            return False
+        before = self.run(*base)
+        if before is None:
+            return False
+        for m, b in zip(masks, _nonfinite(before)):
+            if m is None or not bool(m.any()):
+                continue
+            if b is None or b.shape != m.shape or bool((m & ~b).any()):
+                return False
+        return True
+
+    def domains(self) -> dict[int, workload.IntDomain]:
+        """Valid ranges of the integer and bool inputs (inferred once per task; empty when there are none)."""
+        if self._domains is None:
+            self._domains = {}
+            given = self.task.given
+            ints = [i for i, x in enumerate(given) if isinstance(x, torch.Tensor) and x.numel()
+                    and not x.is_floating_point() and not x.is_complex()]
+            if ints:
+                samples = [self.task.ref.inputs(seed=s, device=self.task.device) for s in range(SAMPLES)]
+                state0 = self.oracle.state0
+                if self.ok(samples[0], state0):
+                    sizes = workload.integer_sizes(samples[0], self.oracle.model, self.task.ref.init_inputs)
+                    g = torch.Generator().manual_seed(0)     # the ranges are the workload's, not secret
+                    for i in ints:
+                        d = workload.infer_int_domain(i, samples, sizes, lambda xs: self.ok(xs, state0), g)
+                        if d is not None:
+                            self._domains[i] = d
+        return self._domains
+
+    def nonfinite_ok(self, xs: list[Any], state: dict[str, torch.Tensor], clean: list[Any] | None = None) -> bool:
+        """Keep the NaN/Inf trial only where the reference defines its outputs there in a way the oracle can
+        judge: it runs; every output is float and not entirely non-finite; the task-dtype run and the oracle
+        agree on where outputs are NaN, +Inf, -Inf; a second run after poisoning the allocator gives the
+        same bits; and where both are finite, the task-dtype run is as close to the oracle as on `clean`
+        (the same inputs without the special values), within 10x its tolerance there (no uninitialised
+        memory or dtype-dependent value behind a NaN)."""
+        if self.risky and self.run(xs, state) is None:
+            return False
+        try:
+            self._load(state)
+            runs = self.oracle.run(xs)
+            for b in runs.task:                          # the next allocations of these sizes hold a pattern
+                if isinstance(b, torch.Tensor) and b.is_floating_point():
+                    torch.full_like(b, 1234.5)
+            dev = [x.to(self.oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
+            with torch.no_grad():
+                again = as_list(self.oracle.model(*dev))
+        except Exception:  # noqa: BLE001
+            return False
+        for g, b, b2 in zip(runs.oracle, runs.task, again):
+            if not all(isinstance(t, torch.Tensor) and t.dtype in NONFINITE_DTYPES for t in (g, b, b2)):
+                return False
+            if g.shape != b.shape or not bit_equal(b, b2):
+                return False
+            if g.numel() and not bool(torch.isfinite(g).any()):
+                return False
+            gi, bi = torch.isinf(g), torch.isinf(b)
+            if not torch.equal(torch.isnan(g), torch.isnan(b)) or not torch.equal(gi, bi) \
+                    or not torch.equal(torch.sign(g[gi]), torch.sign(b[bi]).to(g.dtype)):
+                return False
+        if clean is not None:
+            try:
+                base = self.oracle.run(clean)
+            except Exception:  # noqa: BLE001
+                return False
+            for g, b, g0, b0 in zip(runs.oracle, runs.task, base.oracle, base.task):
+                tol = correctness.derive(g0, {"task dtype": b0}, b0.dtype)
+                mx, mean, _ = correctness.error_stats(b, g)
+                if mx > 10 * tol.max_abs or mean > 10 * tol.mean_abs:
+                    return False
+        return True
+
+    def restore(self) -> None:
+        """Put the oracle back to the initial parameters (as the judge expects it between candidates)."""
+        if self.loaded is not None and self.loaded is not self.oracle.state0:
+            self.oracle.load(self.oracle.state0)
+        self.loaded = None
+
+
+def prober(task: Any) -> Prober:
+    o = task.oracle
+    p = getattr(o, "trial_prober", None)
+    if not isinstance(p, Prober) or p.task is not task:
+        p = Prober(task)
+        o.trial_prober = p
+    p.loaded = None                  # the judge loads other parameters between plans
+    return p
+
+
+def plan(task: Any, g: torch.Generator, n: int) -> list[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
+    """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`."""
+    pr = prober(task)
+    r = random.Random(int(torch.randint(1 << 62, (1,), generator=g)))
+    flip_at = r.sample(range(1, n), min(2, n - 1)) if n > 1 else []
+    half = [k for k in pr.params if r.random() < 0.5]
+    try:
+        main = [_main_trial(task, pr, g, r, t, flip_at, half) for t in range(n)]
+        out = list(main)
+        edits = _edit_trials(task, pr, g, r, main)
+        if edits:
+            a = next(k for k, trial in enumerate(out) if trial is edits[0]) + 1
+            out[a:a] = edits[1:]
+        for extra in (_nonfinite_trial(task, pr, g), _extreme_trial(task, pr, g)):
+            if extra is not None:
+                forbidden = {id(e) for e in edits[1:]}
+                spots = [p for p in range(1, len(out) + 1) if p == len(out) or id(out[p]) not in forbidden]
+                out.insert(r.choice(spots), extra)
+    finally:
+        pr.restore()
+    return out
+
+
+def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
+                half: list[str]) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+    o = task.oracle
+    kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
+    xs = workload.widen(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.device),
+                        kind, g, task.contract)
+    notes = []
+    state = o.state0
+    if t:
+        state = workload.perturb(o.state0, g)
+        notes.append("perturbed params")
+        plain = state
+        if t % 2 == 1 and pr.int_buffers:
+            changed, keys = workload.perturb_ints(state, g)
+            if keys and pr.ok(xs, changed, (xs, plain)):
+                state = changed
+                notes.append("integer buffers perturbed")
+        if t in flip_at and pr.params:
+            keys = half if t == flip_at[0] else [k for k in pr.params if k not in half]
+            positive = {k for k in keys if bool((o.state0[k] > 0).all())}
+            for attempt in (keys, [k for k in keys if k not in positive]):
+                flipped = workload.flip_signs(state, attempt)
+                if attempt and pr.ok(xs, flipped, (xs, state)):
+                    state = flipped
+                    notes.append(f"{len(attempt)} of {len(pr.params)} parameter tensors negated")
+                    break
+    if kind != "given":
+        widened = {i: d.draw(xs[i], g) for i, d in pr.domains().items()
+                   if i < len(xs) and isinstance(xs[i], torch.Tensor) and xs[i].numel()}
+        tries = [sorted(widened)] + ([[i] for i in sorted(widened)] if len(widened) > 1 else [])
+        for keys in tries:
+            cand = [widened[i] if i in keys else x for i, x in enumerate(xs)]
+            if keys and pr.ok(cand, state, (xs, state)):
+                xs = cand
+                notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
+                break
+    return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
+
+
+def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, main: list) -> list:
+    """[anchor, edit, one-position edit]: the anchor's inputs changed at a few positions of every input,
+    then one of those changed at a single position; parameters kept (None). Empty when no input can be edited."""
+    a = r.randrange(len(main))
+    anchor = main[a]
+    name, xs, state = anchor
+    domains = pr.domains()
+    editable = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel()
+                and (x.is_floating_point() or i in domains)]
+    floats = [i for i in editable if xs[i].is_floating_point()]
+    if not editable:
+        return []
+
+    def attempt(base: list[Any], counts: dict[int, int]) -> list[Any] | None:
+        for cs in (counts, {i: c for i, c in counts.items() if i in floats}):
+            if not cs:
+                continue
+            ys = workload.edit(base, g, task.contract, domains, cs)
+            if all(i in floats for i in cs) or pr.ok(ys, state, (base, state)):
+                return ys
+        return None
+
+    first = attempt(xs, {i: r.randint(2, 6) for i in editable})
+    if first is None:
+        return []
+    out = [anchor, (f"edit of trial {a + 1} (a few positions of each input, same parameters)", first, None)]
+    one = r.choice(floats) if floats and r.random() < 0.75 else r.choice(editable)
+    second = attempt(first, {one: 1})
+    if second is not None:
+        out.append((f"edit of the edit (one position of input {one}, same parameters)", second, None))
+    return out
+
+
+def _nonfinite_trial(task, pr: Prober, g: torch.Generator):
+    """NaN, +Inf and -Inf at a few positions of the float inputs, when the reference defines its outputs
+    there (Prober.nonfinite_ok); None otherwise."""
+    return _special_trial(task, pr, g, workload.with_nonfinite, correctness.NONFINITE_TRIAL, against_clean=True)
+
+
+def _extreme_trial(task, pr: Prober, g: torch.Generator):
+    """+-1000 RMS at two positions of each float input (exp overflows past 88.7: a softmax without its
+    max, a softplus without its threshold), kept under the same conditions as the NaN/Inf trial; judged
+    as any trial (NaN/Inf of the oracle must be reproduced)."""
+    return _special_trial(task, pr, g, workload.with_extremes, "extreme values")
+
+
+def _special_trial(task, pr: Prober, g: torch.Generator, make, label: str, against_clean: bool = False):
+    if task.quantized or not task.out_meta or any(b.dtype not in NONFINITE_DTYPES for b in task.out_meta):
+        return None
+    clean = task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.device)
+    xs = make(clean, g, task.contract)
+    if xs is None:
+        return None
+    state = workload.perturb(task.oracle.state0, g)
+    if not pr.nonfinite_ok(xs, state, clean if against_clean else None):
+        return None
+    return f"trial ({label}, perturbed params)", xs, state

@@ -1,0 +1,277 @@
+"""Trials that go where a cheat does not expect: integer ranges, integer buffers, negated parameters,
+edits of a trial's inputs (against caches keyed on sampled elements), NaN/Inf inputs."""
+import torch
+
+from kernelgate import api, workload
+from kernelgate.config import GateConfig
+from kernelgate.gate import correctness, judge
+from kernelgate.records import Contract
+
+HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def _task(write, body: str, name: str = "ref.py") -> judge.Task:
+    return judge.prepare(workload.Spec.parse(write(name, HEAD + body), "Model"), "cpu", Contract())
+
+
+def _trials(task: judge.Task, seed: int = 7) -> list[judge.Trial]:
+    return judge.make_trials(task, seed, GateConfig())
+
+
+def _values(trials: list[judge.Trial], i: int) -> set[int]:
+    return {v for t in trials for v in t.inputs[i].reshape(-1).tolist()}
+
+
+def _verify(write, ref: str, cand: str, tmp_path):
+    return api.verify(write("ref.py", HEAD + ref), write("cand.py", HEAD + cand), store=str(tmp_path / "s.sqlite"))
+
+
+EMBEDDING = """
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.emb = nn.Embedding(n, 8)
+    def forward(self, idx):
+        return self.emb(idx)
+def get_inputs():
+    return [torch.randint(0, 20, (16, 32))]          # the generator uses a fifth of the table
+def get_init_inputs():
+    return [100]
+"""
+
+CROSS_ENTROPY = """
+class Model(nn.Module):
+    def forward(self, logits, target):
+        return F.cross_entropy(logits, target)
+def get_inputs():
+    return [torch.randn(512, 10), torch.randint(0, 10, (512,))]
+def get_init_inputs():
+    return []
+"""
+
+COLUMNS = """
+class Model(nn.Module):
+    def forward(self, x, idx):
+        return x[:, idx] * 2.0
+def get_inputs():
+    return [torch.randn(16, 50), torch.randint(0, 50, (64,))]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_embedding_indices_cover_the_table_and_never_go_negative(write):
+    trials = _trials(_task(write, EMBEDDING))
+    seen = _values(trials, 0)
+    assert 0 in seen and 99 in seen and max(seen) == 99 and min(seen) == 0   # nn.Embedding rejects -1 and 100
+    assert any("integer inputs 0 widened" in t.name for t in trials)
+
+
+def test_cross_entropy_targets_include_the_ignore_index_but_not_other_negatives(write):
+    task = _task(write, CROSS_ENTROPY)
+    assert task.admission.ok, task.admission.detail          # a 0-dim loss is not degenerate
+    seen = _values(_trials(task), 1)
+    assert -100 in seen and {0, 9} <= seen and max(seen) == 9
+    assert not any(-100 < v < 0 for v in seen)
+
+
+def test_advanced_indexing_gets_negative_indices(write):
+    seen = _values(_trials(_task(write, COLUMNS)), 1)
+    assert min(seen) == -50 and max(seen) == 49
+
+
+def test_a_candidate_ignoring_the_ignore_index_is_rejected(write, tmp_path):
+    cand = """
+class ModelNew(nn.Module):
+    def forward(self, logits, target):
+        lse = torch.logsumexp(logits, dim=-1)
+        return (lse - logits.gather(1, target.clamp(min=0)[:, None])[:, 0]).mean()
+"""
+    honest = """
+class ModelNew(nn.Module):
+    def forward(self, logits, target):
+        keep = target != -100
+        picked = logits.gather(1, torch.where(keep, target, 0)[:, None])[:, 0]
+        return ((torch.logsumexp(logits, dim=-1) - picked) * keep).sum() / keep.sum()
+"""
+    assert _verify(write, CROSS_ENTROPY, honest, tmp_path).status.value == "accepted"
+    v = _verify(write, CROSS_ENTROPY, cand, tmp_path)
+    assert v.status.value == "rejected" and v.reason.value == "mismatch", v.message
+
+
+SOFTMAX = """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+def get_inputs():
+    return [torch.randn(64, 128)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_cache_keyed_on_three_sampled_elements_is_rejected(write, tmp_path):
+    cheat = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key, self.out = None, None
+    def forward(self, x):
+        key = (float(x[0, 0]), float(x[17, 3]), float(x[-1, -1]))
+        if key != self.key:
+            self.key, self.out = key, torch.softmax(x, dim=-1)
+        return self.out.clone()
+"""
+    v = _verify(write, SOFTMAX, cheat, tmp_path)
+    assert v.status.value == "rejected" and v.reason.value == "mismatch", v.message
+    assert v.message.startswith("edit of"), v.message
+
+
+def test_edit_trials_change_a_few_positions_then_one(write):
+    trials = _trials(_task(write, SOFTMAX), seed=3)
+    k = next(i for i, t in enumerate(trials) if t.name.startswith("edit of trial"))
+    before, first, second = trials[k - 1], trials[k], trials[k + 1]
+    assert first.state is None and second.state is None          # parameters as in the trial they edit
+    assert 2 <= int((before.inputs[0] != first.inputs[0]).sum()) <= 6
+    assert int((first.inputs[0] != second.inputs[0]).sum()) == 1
+
+
+SCALE = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(32) + 0.5)      # strictly positive at init
+        self.bias = nn.Parameter(torch.zeros(32))
+    def forward(self, x):
+        return torch.relu(x * self.scale + self.bias)
+def get_inputs():
+    return [torch.randn(64, 32)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_positive_parameter_is_negative_in_some_trial(write, tmp_path):
+    trials = _trials(_task(write, SCALE))
+    assert any(t.state is not None and bool((t.state["scale"] < 0).all()) for t in trials)
+    assert any(t.state is not None and bool((t.state["bias"] < 0).any()) for t in trials)
+    cheat = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(32))
+        self.bias = nn.Parameter(torch.zeros(32))
+    def forward(self, x):                                   # bit-identical while the scale is positive
+        return torch.relu(x * self.scale.abs() + self.bias)
+"""
+    v = _verify(write, SCALE, cheat, tmp_path)
+    assert v.status.value == "rejected" and v.reason.value == "mismatch", v.message
+    assert "negated" in v.message
+
+
+PERMUTE = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("perm", torch.randperm(64))
+        self.register_buffer("shift", torch.tensor(3))
+    def forward(self, x):
+        return torch.roll(x[:, self.perm], int(self.shift), dims=1)
+def get_inputs():
+    return [torch.randn(8, 64)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_integer_buffers_are_perturbed_where_the_reference_runs(write, tmp_path):
+    task = _task(write, PERMUTE)
+    perm0 = task.oracle.state0["perm"]
+    trials = _trials(task)
+    changed = [t for t in trials if t.state is not None and "integer buffers perturbed" in t.name]
+    assert changed
+    for t in changed:
+        assert not torch.equal(t.state["perm"], perm0) and torch.equal(t.state["perm"].sort().values, torch.arange(64))
+        assert int(t.state["shift"]) in (4, 5)
+    cheat = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("perm", torch.randperm(64))
+        self.register_buffer("shift", torch.tensor(3))
+        self.fixed = self.perm.clone()                          # the permutation at construction, frozen
+    def forward(self, x):
+        return torch.roll(x[:, self.fixed], 3, dims=1)
+"""
+    v = _verify(write, PERMUTE, cheat, tmp_path)
+    assert v.status.value == "rejected" and "integer buffers perturbed" in v.message, v.message
+
+
+RELU = """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+def get_inputs():
+    return [torch.randn(32, 64)]
+def get_init_inputs():
+    return []
+"""
+
+
+def _nonfinite_trial(trials):
+    return [t for t in trials if correctness.NONFINITE_TRIAL in t.name]
+
+
+def test_nan_propagating_ops_get_a_nan_inf_trial(write):
+    for ref in (RELU, SOFTMAX):
+        (t,) = _nonfinite_trial(_trials(_task(write, ref)))
+        x = t.inputs[0]
+        assert bool(x.isnan().any()) and bool((x == float("inf")).any()) and bool((x == float("-inf")).any())
+
+
+def test_nan_handling_of_honest_kernels_is_not_judged_but_spreading_nan_is(write, tmp_path):
+    where = """
+class ModelNew(nn.Module):
+    def forward(self, x):                                   # NaN -> 0, as fmaxf / Triton's maximum do
+        return torch.where(x > 0, x, torch.zeros((), dtype=x.dtype))
+"""
+    assert _verify(write, RELU, where, tmp_path).status.value == "accepted"
+    spreads = """
+class ModelNew(nn.Module):
+    def forward(self, x):                                   # a statistic of the whole tensor folded in
+        return torch.softmax(x, dim=-1) + 0.0 * x.amax()
+"""
+    v = _verify(write, SOFTMAX, spreads, tmp_path)
+    assert v.status.value == "rejected" and v.reason.value == "nonfinite", v.message
+    assert correctness.NONFINITE_TRIAL in v.message
+
+
+def test_extreme_values_reach_exp_overflow(write, tmp_path):
+    no_max = """
+class ModelNew(nn.Module):
+    def forward(self, x):                                   # exp(x) overflows past 88.7
+        e = torch.exp(x)
+        return e / e.sum(dim=-1, keepdim=True)
+"""
+    v = _verify(write, SOFTMAX, no_max, tmp_path)
+    assert v.status.value == "rejected" and v.reason.value == "nonfinite", v.message
+    assert "extreme values" in v.message
+
+
+def test_references_without_a_judgeable_nan_output_get_no_nan_trial(write, tmp_path):
+    total = "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x.sum()\n" \
+            "def get_inputs():\n    return [torch.randn(32, 64)]\ndef get_init_inputs():\n    return []\n"
+    # at +-Inf, the fp32 reference overflows where the fp64 oracle does not
+    dtype_bound = total.replace("return x.sum()", "return torch.nan_to_num(x, posinf=1e38, neginf=-1e38) * 10.0")
+    garbage = total.replace("return x.sum()", "return torch.where(torch.isnan(x), torch.empty_like(x), x) * 2")
+    for ref in (total, dtype_bound, garbage):
+        assert not _nonfinite_trial(_trials(_task(write, ref))), ref
+    honest = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.nan_to_num(x, posinf=1e38, neginf=-1e38) * 10.0\n"
+    assert _verify(write, dtype_bound, honest, tmp_path).status.value == "accepted"
+
+
+def test_unjudged_where_nonfinite_keeps_the_rest_judged():
+    g = torch.tensor([float("nan"), 1.0, float("inf")], dtype=torch.float64)
+    c = torch.tensor([0.0, float("nan"), 5.0])
+    out = correctness.unjudged_where_nonfinite(c, g)
+    assert out[0].isnan() and out[1].isnan() and out[2] == float("inf")
