@@ -11,6 +11,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernelgate.gate import timing  # noqa: E402
+
+
+def _loop(model, make, plan, device, flush) -> list[float]:
+    """gate/timing.timed_loop's in-process samples, one per step of the plan."""
+    samples: list[float] = []
+    timing.timed_loop(model, make, plan, device, flush, lambda i, xs, out, ms: samples.append(ms))
+    return samples
 from kernelgate.workload import import_file  # noqa: E402
 
 from kernelgate.versions import conditions  # noqa: E402
@@ -27,7 +34,7 @@ for name in ("honest", "side_stream"):
     make = lambda j, s, seed: timing.fresh(pool[j], s, seed, ok, r[j], "cuda")
     plan = [(0, 1.0, k) for k in range(10)]
     timing.warm_up(m, make, plan, "cuda", 200, 3)
-    s = timing.timed_loop(m, make, plan, "cuda", timing.flush_bytes("cuda"), lambda t, o: None, 0)
+    s = _loop(m, make, plan, "cuda", timing.flush_bytes("cuda"))
     # host clock around call + sync
     host = []
     with torch.no_grad():

@@ -37,6 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelgate.gate import timing  # noqa: E402
+
+
+def _loop(model, make, plan, device, flush) -> list[float]:
+    """gate/timing.timed_loop's in-process samples, one per step of the plan."""
+    samples: list[float] = []
+    timing.timed_loop(model, make, plan, device, flush, lambda i, xs, out, ms: samples.append(ms))
+    return samples
 from kernelgate.versions import conditions  # noqa: E402
 
 WORKLOADS = {"elementwise_chain": "triton:pointwise", "layernorm_residual": "triton:row",
@@ -91,11 +98,10 @@ def measure(model: Callable, pool: list[list[Any]], device: str, iters: int) -> 
     flush = timing.flush_bytes(device)
     timing.warm_up(model, make, plan, device, 300.0, 3)
     out: dict[str, float] = {}
-    out["gate"] = statistics.median(timing.timed_loop(model, make, plan, device, flush, lambda t, o: None, 0))
-    out["no_flush"] = statistics.median(timing.timed_loop(model, make, plan, device, 0, lambda t, o: None, 0))
+    out["gate"] = statistics.median(_loop(model, make, plan, device, flush))
+    out["no_flush"] = statistics.median(_loop(model, make, plan, device, 0))
     xs0 = make(*plan[0])
-    out["same_input"] = statistics.median(timing.timed_loop(model, lambda *a: xs0, plan, device, flush,
-                                                            lambda t, o: None, 0))
+    out["same_input"] = statistics.median(_loop(model, lambda *a: xs0, plan, device, flush))
     host, events = [], []
     with torch.no_grad():
         for step in plan:

@@ -36,7 +36,8 @@ class GateConfig:
     build_timeout: float = 600.0     # import + construct + load_state_dict (CUDA extensions build here)
     call_timeout: float = 120.0      # one forward, or one timed batch
     recheck_iters: int = 6           # timed iterations whose outputs may be re-checked in verify
-    rechecks: int = 3                # outputs re-checked after a timed loop
+    rechecks: int = 3                # outputs re-checked after verify's timed batch
+    recheck_rate: float = 0.5        # in bench/optimize: chance that a candidate's batch gets one output re-checked
     output_limit: int = 4 << 20      # bytes a candidate may print
     memory_limit: int | None = None  # address-space limit for CPU workers (bytes)
 

@@ -151,14 +151,17 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Timing:
-    """Samples (ms) of one implementation, from inside its process and from the judge's clock."""
+    """Per-call times (ms) of one implementation, from the judge's clock alone: one sample per timed batch,
+    (batch wall time - the request's constant) / iterations - the harness's own per-iteration cost."""
 
     label: str
     samples_ms: tuple[float, ...]
-    wall_ms_per_iter: float            # judge-side clock, includes per-iteration harness overhead
+    wall_ms_per_iter: float            # judge-side clock, includes the request and the per-iteration harness
     median_ms: float
     spread: float                      # relative semi-interquartile range
     kind: str = "eager"                # eager | compile | candidate
+    harness_ms: float = 0.0            # the harness's per-iteration cost, subtracted (measured in a baseline's worker)
+    inproc_ms: float | None = None     # median of the worker's own samples (diagnostic only, never claimed)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

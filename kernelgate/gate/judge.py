@@ -1,8 +1,10 @@
 """The judge: prepares a task once (oracle, admission), then checks candidates in their own processes."""
 from __future__ import annotations
 
+import json
 import logging
 import random
+import struct
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -10,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .. import wire, workload
+from .. import digest, wire, workload
 from ..config import GateConfig
 from ..errors import KernelgateError
 from ..oracle import Oracle, Runs
@@ -116,6 +118,17 @@ def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Cont
 
 
 @dataclass
+class Batch:
+    """One timed batch as the judge saw it: its plan, the judge's wall time, the worker's commitments."""
+
+    tag: int
+    plan: list
+    walls_ms: list[float]                # per iteration, on the judge's clock: the basis of every claim
+    samples_ms: list[float]              # in-process samples: diagnostics, never the basis of a claim
+    commits: list                        # per iteration: [output digests, input digests after the call]
+
+
+@dataclass
 class Trial:
     name: str
     inputs: list[Any]
@@ -149,14 +162,15 @@ class Session:
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.os_threads0 = 0
+        self.rechecked = 0
         self.torch_threads = self.torch_threads0 = 0
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
         raise Rejected(reason, Check(name, False, detail))
 
-    def request(self, msg: dict, timeout: float, what: str) -> dict:
+    def request(self, msg: dict, timeout: float, what: str, stream=None) -> dict:
         try:
-            reply = self.worker.request(msg, timeout)
+            reply = self.worker.request(msg, timeout, stream=stream)
         except WorkerFailure as f:
             detail = f.message + (f"\n{f.detail}" if f.detail and f.reason is Reason.CRASH else "")
             raise Rejected(f.reason, Check(what, False, detail)) from None
@@ -189,34 +203,47 @@ class Session:
     def build(self, compile_options: dict | None = None, baseline: bool = False) -> None:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
+        self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
+        # counted from outside before the candidate's import: threads it starts at import count too
+        self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
                       "compile": compile_options is not None, "compile_options": compile_options or {}},
                      self.cfg.build_timeout, "build")
         self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
 
+    def settle(self) -> None:
+        """End of the build phase: one call on the workload's own inputs for each shape the trials will use
+        (so torch.compile, Triton and extension builds, which start compilers, happen now), then the worker
+        is locked down: no new processes from here on, checked from outside. The outputs of these calls are
+        not judged; the trials' inputs are drawn from a secret seed afterwards."""
+        t = self.task
+        shapes = [t.given] + [workload.resize(t.ref.inputs(seed=0, device=t.device), v.inputs, v.dim, size,
+                                              torch.Generator().manual_seed(0))
+                              for v in t.contract.vary for size in v.sizes]
+        for xs in shapes:
+            self.call(xs)
+        try:
+            self.worker.lockdown(self.cfg.call_timeout)
+        except WorkerFailure as f:
+            self.fail(f.reason, "isolation", f.message)
+        self.checks.append(Check("isolation", True, "; ".join(self.worker.protections) or "none reported"))
+
     def call(self, xs: list[Any]) -> dict:
-        return self.request({"op": "call", "inputs": xs, "poison_bytes": 2 * self.task.out_bytes()},
-                            self.cfg.call_timeout, "forward")
+        """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""
+        return self.request({"op": "call", "inputs": xs, "poison_bytes": 2 * self.task.out_bytes(),
+                             "slot": secrets.randbelow(timing.SLOTS)}, self.cfg.call_timeout, "forward")
 
     def check_outputs(self, name: str, xs: list[Any], runs: Runs, reply: dict) -> str:
         """Structure, metadata, aliasing, input integrity, then numbers. Returns the worst error line."""
         t = self.task
         out = reply["output"]
-        if out["single"] != t.oracle.single or len(out["tensors"]) != len(runs.task):
-            want = "one tensor" if t.oracle.single else f"a sequence of {len(runs.task)} tensors"
-            got = "one tensor" if out["single"] else f"a sequence of {len(out['tensors'])} tensors"
-            self.fail(Reason.OUTPUT_TYPE, "output structure", f"returned {got}, expected {want}")
-        for k, (meta, c, b) in enumerate(zip(out["meta"], out["tensors"], runs.task)):
-            label = f"output {k}" if len(runs.task) > 1 else "output"
-            if type(c) is not torch.Tensor:
-                self.fail(Reason.OUTPUT_TYPE, "output type", f"{label} is not a plain tensor")
-            bad = correctness.check_meta(meta, b, t.device, t.contract.strides, label)
-            if bad:
-                self.fail(bad[0], "output dtype/shape/device/strides", f"{bad[1]} ({name})")
-            if meta["aliased"] and not t.contract.inplace:
-                self.fail(Reason.ALIASING, "no aliasing", f"{label} shares storage with an input ({name}); "
-                          "declare inplace = true in the contract if intended")
+        if not isinstance(out.get("tensors"), list) or any(type(c) is not torch.Tensor for c in out["tensors"]):
+            self.fail(Reason.OUTPUT_TYPE, "output type", f"the output is not made of plain tensors ({name})")
+        self.check_meta(name, out.get("single"), out.get("meta"), runs.task)
+        if len(out["tensors"]) != len(runs.task):
+            self.fail(Reason.OUTPUT_TYPE, "output structure", f"{len(out['tensors'])} tensors for "
+                      f"{len(runs.task)} outputs ({name})")
         changed = reply.get("inputs_changed")
         if not isinstance(changed, list) or not all(isinstance(i, int) for i in changed):
             self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the worker did not report on the inputs ({name})")
@@ -243,13 +270,20 @@ class Session:
                 self.request({"op": "load", "state": trial.state}, self.cfg.call_timeout, "load_state_dict")
                 t.oracle.load(trial.state)
             reply = self.call(trial.inputs)                  # candidate first, then the reference
-            if k == 0:
-                self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
             runs = t.oracle.run(trial.inputs)
             detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    def pause(self) -> None:
+        """Freeze the worker (while another implementation is timed); a no-op before it started."""
+        if self.worker.proc is not None and not self.worker.frozen:
+            self.worker.freeze()
+
+    def resume(self) -> None:
+        if self.worker.proc is not None and self.worker.frozen:
+            self.worker.thaw()
 
     def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
         self.request({"op": "pool", "pool": pool, "scalable": scalable}, self.cfg.call_timeout, "input pool")
@@ -259,50 +293,113 @@ class Session:
         self.request({"op": "warmup", "plan": plan, "warmup_ms": warmup_ms, "warmup_min": warmup_min},
                      self.cfg.call_timeout + warmup_ms / 1e3, "warm-up")
 
-    def time_batch(self, tag: int, plan: list) -> tuple[list[float], float]:
-        """One timed batch in the worker; returns its samples and the judge's wall ms per iteration."""
-        msg = {"op": "time", "tag": tag, "plan": plan, "flush_bytes": timing.flush_bytes(self.task.device)}
-        t0 = time.perf_counter()
-        reply = self.request(msg, self.cfg.call_timeout, "timed loop")
-        wall = (time.perf_counter() - t0) * 1e3
-        return reply["samples_ms"], wall / len(plan)
-
-    def recheck(self, pool: list[list[Any]], scalable: list[bool], plans: timing.Plans) -> None:
-        """Fetch retained timed-loop outputs and check them against the oracle on the rebuilt inputs."""
-        reply = self.request({"op": "fetch", "count": self.cfg.rechecks}, self.cfg.call_timeout, "re-check fetch")
-        outputs = reply["outputs"]
-        if not outputs:
-            self.fail(Reason.RECHECK, "timed-loop re-check", "no outputs were retained from the timed loop")
+    def time_batch(self, tag: int, plan: list, null: bool = False) -> "Batch":
+        """One timed batch, one iteration at a time on the judge's clock: each step's (pool index, scale,
+        seed) is sent only when its clock starts, and its answer (digests of the outputs and of the inputs
+        after the call, the output's description) stops it. Every iteration's output structure and metadata
+        are checked as a trial's; `null` times the harness alone (a stand-in output)."""
         t = self.task
-        for tag, tensors in outputs:
-            if tag not in plans.by_tag:
-                self.fail(Reason.RECHECK, "timed-loop re-check", f"unknown iteration tag {tag}")
-            j, scale, seed = plans.by_tag[tag]
+        msg = {"op": "time", "tag": tag, "n": len(plan), "flush_bytes": timing.flush_bytes(t.device)}
+        if null:
+            msg["null"] = [[list(o.shape), str(o.dtype).replace("torch.", "")] for o in t.out_meta]
+            msg["single"] = t.oracle.single
+        walls: list[float] = []
+        answers: list[Any] = []
+
+        def stream() -> None:
+            for j, s, seed in plan:
+                step = struct.pack("<qdq", j, s, seed)
+                t0 = time.perf_counter()
+                got = self.worker.roundtrip(step, self.cfg.call_timeout, "timed loop")
+                walls.append((time.perf_counter() - t0) * 1e3)
+                if got is None:                   # the worker's final reply came instead (an error)
+                    return
+                answers.append(json.loads(got))
+
+        self.request(msg, self.cfg.call_timeout, "timed loop", stream=stream)
+        ok = len(answers) == len(plan) and all(
+            isinstance(a, dict) and isinstance(a.get("d"), list) and isinstance(a.get("i"), list)
+            and isinstance(a.get("m"), dict) for a in answers)
+        if not ok:
+            self.fail(Reason.RECHECK, "timed loop", f"the worker answered {len(answers)} of {len(plan)} timed "
+                      "iterations with a commitment")
+        if not null:
+            for k, a in enumerate(answers):
+                self.check_meta(f"timed iteration {tag + k}", a["m"].get("single"), a["m"].get("meta"), t.out_meta)
+        return Batch(tag, plan, walls, [float(a.get("t", 0.0)) for a in answers],
+                     [[a["d"], a["i"]] for a in answers])
+
+    def check_meta(self, name: str, single: Any, metas: Any, ref_outs: list[torch.Tensor]) -> None:
+        """Output structure, dtype, shape, device, strides and aliasing, as reported for one call, against
+        the reference's outputs on the same shapes."""
+        t = self.task
+        n = len(ref_outs)
+        if single != t.oracle.single or not isinstance(metas, list) or len(metas) != n \
+                or not all(isinstance(m, dict) for m in metas):
+            want = "one tensor" if t.oracle.single else f"a sequence of {n} tensors"
+            got = ("one tensor" if single is True else f"a sequence of {len(metas)} tensors"
+                   if isinstance(metas, list) and single is False else "something else")
+            self.fail(Reason.OUTPUT_TYPE, "output structure", f"returned {got}, expected {want} ({name})")
+        for k, (meta, b) in enumerate(zip(metas, ref_outs)):
+            label = f"output {k}" if n > 1 else "output"
+            if not {"dtype", "shape", "stride", "device", "aliased"} <= set(meta):
+                self.fail(Reason.OUTPUT_TYPE, "output structure", f"{label}: incomplete description ({name})")
+            bad = correctness.check_meta(meta, b, t.device, t.contract.strides, label)
+            if bad:
+                self.fail(bad[0], "output dtype/shape/device/strides", f"{bad[1]} ({name})")
+            if meta.get("aliased") and not t.contract.inplace:
+                self.fail(Reason.ALIASING, "no aliasing", f"{label} shares memory with an input ({name}); "
+                          "declare inplace = true in the contract if intended")
+
+    def recheck(self, batch: "Batch", picks: list[int], pool: list[list[Any]], scalable: list[bool]) -> None:
+        """Fetch the outputs of iterations picked after the batch returned; each must be the one committed
+        to while the clock ran (digest), the inputs after the call must be the ones given (digest of the
+        rebuilt inputs), and the numbers must match the oracle on those inputs."""
+        reply = self.request({"op": "fetch", "indices": picks}, self.cfg.call_timeout, "re-check fetch")
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != len(picks):
+            self.fail(Reason.RECHECK, "timed-loop re-check", "the worker did not hand over the picked outputs")
+        t = self.task
+        for k, tensors in zip(picks, outputs):
+            it = batch.tag + k
+            out_digests, in_digests = batch.commits[k]
+            if not isinstance(tensors, list) or len(tensors) != len(t.out_meta) \
+                    or any(type(c) is not torch.Tensor for c in tensors):
+                self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {it}: outputs of the wrong kind")
+            if [digest.digest(c) for c in tensors] != list(out_digests):
+                self.fail(Reason.RECHECK, "timed-loop re-check", f"the output of timed iteration {it} changed after "
+                          "the clock stopped (it differs from the one committed while timed)")
+            j, scale, seed = batch.plan[k]
             dev = [x.to(t.device) if isinstance(x, torch.Tensor) else x for x in pool[j]]
             xs = timing.fresh(dev, scale, seed, scalable, timing.rms(dev, scalable), t.device)
+            if digest.digests(xs) != list(in_digests) and not t.contract.inplace:
+                self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the inputs of timed iteration {it} were "
+                          "modified by the candidate; declare inplace = true in the contract if intended")
             runs = t.oracle.run(xs)
-            if len(tensors) != len(runs.task):
-                self.fail(Reason.RECHECK, "timed-loop re-check", "wrong number of outputs in the timed loop")
-            for k, (c, g, b) in enumerate(zip(tensors, runs.oracle, runs.task)):
-                if type(c) is not torch.Tensor or c.shape != b.shape or c.dtype != b.dtype:
-                    self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {tag}: output {k} has the wrong kind")
-                chk = _compare(c, g, b, {n: r[k] for n, r in runs.permitted.items()}, "re-check", t.quantized,
+            for o, (c, g, b) in enumerate(zip(tensors, runs.oracle, runs.task)):
+                if c.shape != b.shape or c.dtype != b.dtype:
+                    self.fail(Reason.RECHECK, "timed-loop re-check", f"iteration {it}: output {o} has the wrong kind")
+                chk = _compare(c, g, b, {n: r[o] for n, r in runs.permitted.items()}, "re-check", t.quantized,
                                t.contract.one_step)
                 if not chk.ok:
                     self.fail(Reason.RECHECK, "timed-loop re-check",
-                              f"output of timed iteration {tag} is wrong: {chk.detail}")
-        self.checks.append(Check("timed-loop re-check", True,
-                                 f"{len(outputs)} outputs from timed iterations match the oracle"))
+                              f"output of timed iteration {it} is wrong: {chk.detail}")
+        self.rechecked += len(picks)
 
     def check_threads(self) -> None:
-        """OS threads (read from outside) may grow only by threads torch itself started (compile pools)."""
+        """No process of the candidate's but its worker (a child forked before a lockdown it forged would
+        show here); OS threads (read from outside) may grow only by threads torch itself started."""
+        others = self.worker.descendants()
+        if others:
+            self.fail(Reason.THREADS, "processes", f"the candidate's worker has {len(others)} other process(es) "
+                      f"alive after its build (pids {', '.join(map(str, list(others)[:5]))})")
         now = self.worker.os_threads()
         grown = now - self.os_threads0 - (self.torch_threads - self.torch_threads0)
         if self.os_threads0 and grown > 0:
             self.fail(Reason.THREADS, "threads", f"OS thread count of the candidate's process grew "
-                      f"{self.os_threads0} -> {now} after the first call, {grown} not started by torch")
-        self.checks.append(Check("threads", True, f"{now} OS threads, unchanged since the first call; "
-                                 "no Python threads started"))
+                      f"{self.os_threads0} -> {now} since before its import, {grown} not started by torch")
+        self.checks.append(Check("threads", True, f"{now} OS threads: none started by the candidate since before "
+                                 "its import"))
 
 
 def _compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor],
@@ -360,15 +457,19 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig,
         s.build()
         if spares is not None:
             spares.refill()
+        s.settle()
         s.trials()
         rng = torch.Generator().manual_seed(secrets.randbits(62))
         pool, scalable = timing_pool(task, 2, rng)
         s.send_pool(pool, scalable)
         plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
-        tag, plan = plans.new(cfg.recheck_iters)
-        s.warm_up(plan, warmup_ms=0.0, warmup_min=1)
-        s.time_batch(tag, plan)
-        s.recheck(pool, scalable, plans)
+        s.warm_up(plans.new(cfg.recheck_iters)[1], warmup_ms=0.0, warmup_min=1)
+        batch = s.time_batch(*plans.new(cfg.recheck_iters))
+        pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
+        s.recheck(batch, sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan)))),
+                  pool, scalable)
+        s.checks.append(Check("timed-loop re-check", True, f"{s.rechecked} outputs from timed iterations, picked "
+                              "after the batch, match their commitments and the oracle"))
         s.check_threads()
     except Rejected as r:
         s.checks.append(r.check)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 PATTERNS = {
     r"\bthreading\b|\bconcurrent\.futures\b|\bmultiprocessing\b": "starts threads or processes",
-    r"\bgc\.(get_objects|get_referrers)|\binspect\.(stack|currentframe)|sys\._getframe": "inspects the interpreter (gc/frames)",
+    r"\bgc\.(get_objects|get_referrers|get_referents)|\binspect\.(stack|currentframe)|sys\._getframe|"
+    r"__traceback__|\btb_frame\b|\bf_back\b|\bf_locals\b|LocalsToFast|\bsys\.modules\b|__main__":
+        "reaches into the interpreter (frames, gc, sys.modules): the harness in its process can be rewritten "
+        "this way, so a verdict on such a candidate deserves a reviewer's look",
     r"\bctypes\b": "uses ctypes",
-    r"\bsys\.modules\b": "reads sys.modules",
     r"cuda\.Stream\(|torch\.cuda\.stream\(": "uses CUDA streams (work must be joined to the caller's stream)",
     r"allow_tf32|set_float32_matmul_precision|reduced_precision_reduction": "touches global precision flags",
     r"\bopen\(|\.write_bytes\(|\.write_text\(|pickle\.dump|torch\.save": "writes or reads files",

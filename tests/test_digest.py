@@ -1,0 +1,49 @@
+import torch
+
+from kernelgate.digest import digest, digests
+
+
+def test_digest_depends_on_every_bit():
+    x = torch.randn(33, 17)
+    d = digest(x)
+    assert digest(x.clone()) == d
+    y = x.clone()
+    y.view(-1)[517] = torch.nextafter(y.view(-1)[517], torch.tensor(float("inf")))   # one ulp
+    assert digest(y) != d
+    assert digest(-x) != d and digest(x * 2) != d
+
+
+def test_digest_of_a_view_is_that_of_its_values():
+    x = torch.randn(8, 6)
+    assert digest(x.t()) == digest(x.t().contiguous())
+    assert digest(x[:, 1:]) == digest(x[:, 1:].contiguous())
+
+
+def test_digest_covers_odd_sizes_and_dtypes():
+    for t in (torch.ones(3, dtype=torch.bool), torch.arange(7, dtype=torch.uint8), torch.randn(5).half(),
+              torch.randn(3).double(), torch.empty(0)):
+        assert isinstance(digest(t), int)
+    assert digest(torch.tensor([1, 2, 3], dtype=torch.uint8)) != digest(torch.tensor([1, 2, 4], dtype=torch.uint8))
+    assert digests([torch.ones(2), 5]) == [digest(torch.ones(2)), None]
+
+
+def test_digest_is_not_a_linear_function_of_the_values():
+    """A weighted sum of values could be computed from the inputs of a linear layer without its output."""
+    a, b = torch.randn(64), torch.randn(64)
+    assert digest(a + b) != digest(a) + digest(b)
+
+
+def test_the_triton_digest_equals_the_torch_digest():
+    """Worker and judge must get the same digest whichever path computes it (the Triton kernel on a GPU,
+    run here in Triton's interpreter on CPU tensors)."""
+    import pytest
+    from kernelgate import digest as d
+    if d._triton_kernel() is None:
+        pytest.skip("triton is not installed")
+    for n in (1, 7, 4096, 4097, 3 * 4096 + 5):
+        w = d.words(torch.randn(n))
+        assert d._digest_triton(w) == d._digest_torch(w)
+    w = d.words(torch.randint(-2**31, 2**31 - 1, (9000,), dtype=torch.int32))
+    assert d._digest_triton(w) == d._digest_torch(w)
+    off = d.words(torch.randn(4100))[1:]                     # not 16-byte aligned: copied first
+    assert d._digest_triton(off) == d._digest_torch(off)
