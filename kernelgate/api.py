@@ -1,7 +1,9 @@
 """Python entry points: verify(), bench(), runs(). The CLI is a thin layer over these."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -35,11 +37,13 @@ def verify(ref: str, cand: str, *, target: str = "cpu", contract: Contract | str
            call_timeout: float | None = None) -> Verdict:
     """Check `cand` (ModelNew) against `ref` (Model); the verdict is recorded in the store."""
     cfg = config or gate_config(call_timeout=call_timeout)
+    _check_config(cfg)
+    st = _store(store)                   # opened first: a bad store is a usage error, not a lost verdict
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand)
     task = prepare(spec, target, _contract(contract))
     verdict = judge(task, cand_spec, cfg)
-    _store(store).add("verify", spec.path, verdict.workload_hash, cand_spec.path, verdict.candidate_hash,
+    st.add("verify", spec.path, verdict.workload_hash, cand_spec.path, verdict.candidate_hash,
                       target, verdict.device, verdict.status.value, verdict.reason.value, verdict.message,
                       verdict.to_json())
     return verdict
@@ -51,6 +55,9 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
           progress: Callable[[str], None] | None = None) -> BenchResult:
     """Time eager, torch.compile and each verified candidate side by side."""
     cfg = config or gate_config()
+    _check_config(cfg)
+    _check_timing(timing or TimingConfig())
+    st = _store(store)
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_specs = [_candidate(c) for c in cands]
     bad = [b for b in baselines if b not in bench_mod.BASELINES]
@@ -59,7 +66,7 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
     task = prepare(spec, target, _contract(contract))
     result = bench_mod.bench(task, cand_specs, cfg, timing or TimingConfig(), baselines, progress)
     summary = ", ".join(f"{r.label} {r.timing.median_ms:.4g} ms" for r in result.rows if r.timing)
-    _store(store).add("bench", spec.path, task.hash, ",".join(c.path for c in cand_specs) or None, None, target,
+    st.add("bench", spec.path, task.hash, ",".join(c.path for c in cand_specs) or None, None, target,
                       result.device, result.status.value, None, summary, result.to_json())
     return result
 
@@ -107,24 +114,73 @@ def _store(store: Store | str | None) -> Store:
     return store if isinstance(store, Store) else Store(store)
 
 
+def _check_config(cfg: GateConfig) -> None:
+    """Nonsense settings are usage errors (exit 2), never a verdict."""
+    if cfg.trials < 1:
+        raise KernelgateError(f"trials must be at least 1, got {cfg.trials}", Reason.USAGE)
+    if not cfg.call_timeout > 0 or not cfg.build_timeout > 0:
+        raise KernelgateError(f"timeouts must be positive, got call {cfg.call_timeout:g} s, build "
+                              f"{cfg.build_timeout:g} s", Reason.USAGE)
+
+
+def _check_timing(t: TimingConfig) -> None:
+    if t.rounds < 1 or t.iters < 1 or t.pool < 1:
+        raise KernelgateError(f"rounds, iters and pool must be at least 1, got {t.rounds}, {t.iters}, {t.pool}",
+                              Reason.USAGE)
+    if t.warmup_ms < 0:
+        raise KernelgateError(f"warm-up must not be negative, got {t.warmup_ms:g} ms", Reason.USAGE)
+
+
+def _check_out(out_dir: Path, resume: bool, force: bool) -> None:
+    """--out must be a directory we can write, and must not hold another run's results unless asked."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise KernelgateError(f"--out {out_dir} is a file, not a directory", Reason.USAGE)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".kernelgate-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise KernelgateError(f"--out {out_dir} cannot be written: {e.strerror or e}", Reason.USAGE) from None
+    previous = [n for n in ("run.json", "result.json", "optimized.py") if (out_dir / n).exists()]
+    if previous and not resume and not force:
+        raise KernelgateError(f"--out {out_dir} already holds a run's results ({', '.join(previous)}); use --resume "
+                              "to continue that run, --force to replace it, or another --out", Reason.USAGE)
+    if force and not resume:             # nothing of the earlier run may be mistaken for this one's
+        for name in OUTPUTS:
+            p = out_dir / name
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.exists():
+                p.unlink()
+
+
+#: what optimize writes into --out (removed by --force before a new run)
+OUTPUTS = ("run.json", "result.json", "optimized.py", "reference.py", "report.md", "report.html", "reproduce.sh",
+           "convergence.svg", "fingerprint.svg", "candidates")
+
+
 
 
 def parse_budget(text: str | float | int) -> float:
     """'90', '90s', '5m', '1h' -> seconds."""
     if isinstance(text, (int, float)):
-        return float(text)
+        text = str(text)
     t = text.strip().lower()
     mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
     try:
-        return float(t[:-1]) * mult if mult else float(t)
+        seconds = float(t[:-1]) * mult if mult else float(t)
     except ValueError as e:
-        raise KernelgateError(f"--budget takes seconds or a number with s/m/h, got '{text}'") from e
+        raise KernelgateError(f"--budget takes seconds or a number with s/m/h, got '{text}'", Reason.USAGE) from e
+    if not seconds > 0 or seconds == float("inf"):
+        raise KernelgateError(f"--budget must be a positive time, got '{text}'", Reason.USAGE)
+    return seconds
 
 
 def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
              out: str = "out", seed: int = 0, resume: bool = False, contract: Contract | str | None = None,
              inputs: str | None = None, config: GateConfig | None = None, store: Store | str | None = None,
-             progress: Callable[[str], None] | None = None, search_config=None):
+             progress: Callable[[str], None] | None = None, search_config=None, force: bool = False):
     """Search for a faster verified implementation; write optimized.py, report.md/html, reproduce.sh, result.json."""
     from . import emit as emit_mod
     from . import report as report_mod
@@ -132,9 +188,12 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
 
     say = progress or (lambda m: None)
     seconds = parse_budget(budget)
+    if max_candidates < 1:
+        raise KernelgateError(f"--max-candidates must be at least 1, got {max_candidates}", Reason.USAGE)
+    _check_config(config or gate_config())
     spec = workload.Spec.parse(model, workload.REFERENCE_CLASS, inputs)
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_out(out_dir, resume, force)
     st = _store(store)
     t0 = time.monotonic()
     task = prepare(spec, target, _contract(contract))
@@ -175,8 +234,27 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     else:
         src, strategy = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind), \
             f"baseline ({result.baseline_kind})"
-    emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
+    emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
+    # the last step: the file a user imports, through the class name they import, goes through the gate
+    say(f"checking the emitted module ({emitted.name}:{spec.cls})")
+    emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+    if not emitted_verdict.accepted and result.best is not None:
+        say(f"the emitted module was rejected ({emitted_verdict.reason.value}: {emitted_verdict.message}); "
+            f"emitting the faster baseline instead")
+        src = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind)
+        emit_mod.emit(emitted, src, spec.cls, task.device, [task.given], f"baseline ({result.baseline_kind})")
+        rejected_emit = emitted_verdict
+        emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+        result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=result.notes + (
+            f"the module emitted from {strategy} was rejected by the gate ({rejected_emit.reason.value}: "
+            f"{rejected_emit.message}); the baseline was emitted instead",))
+    if not emitted_verdict.accepted:
+        raise KernelgateError(f"the emitted module {emitted} failed the gate: {emitted_verdict.reason.value}: "
+                              f"{emitted_verdict.message}", Reason.TASK_LOAD)
     doc = result.to_json()
+    doc["emitted_check"] = {"file": emitted.name, "class": spec.cls, "status": emitted_verdict.status.value,
+                            "reason": emitted_verdict.reason.value, "message": emitted_verdict.message,
+                            "seconds": emitted_verdict.seconds}
     doc["run_id"] = run["run_id"]
     try:                      # how the allowed error was derived, per output (explain-tolerance's text)
         doc["tolerance"] = [d.to_text() for d in derivations(task)]

@@ -61,6 +61,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--out", default="out", help="output directory (default out/)")
     o.add_argument("--seed", type=int, default=0, help="search seed (proposal order)")
     o.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    o.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     _contract_args(o)
     _common(o)
     e = sub.add_parser("explain-tolerance", help="how the allowed error of each output is derived")
@@ -186,7 +187,7 @@ def format_bench(res: BenchResult) -> str:
 def cmd_optimize(args: argparse.Namespace) -> int:
     progress = (lambda m: print(m, file=sys.stderr, flush=True))
     res = api.optimize(args.model, target=args.target, budget=args.budget, max_candidates=args.max_candidates,
-                       out=args.out, seed=args.seed, resume=args.resume, contract=_contract(args),
+                       out=args.out, seed=args.seed, resume=args.resume, force=args.force, contract=_contract(args),
                        inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
                        progress=None if args.json else progress)
     doc = res.to_json()

@@ -53,6 +53,18 @@ def _kg_fast_path_ok(args):
 class {ref_cls}(_KgBest):
     """Drop-in replacement for the original `{ref_cls}`: same constructor, forward and state_dict."""
 
+    def __init__(self, *args, **kwargs):
+        # The reference's own methods look its class up by name at call time (`super({ref_cls}, self)`),
+        # and that name now means this class: while they construct, it means the original again, so such
+        # a call continues after the original in this class's MRO, as it did before.
+        g = globals()
+        saved = g.get("{ref_cls}")
+        g["{ref_cls}"] = _KgReference
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            g["{ref_cls}"] = saved
+
     def forward(self, *args):
         if _kg_fast_path_ok(args):
             return super().forward(*args)

@@ -331,9 +331,21 @@ def render_html(result: dict, svg: str) -> str:
 
 def render_reproduce(reproduce_cmds: dict[str, str]) -> str:
     """reproduce.sh text: one commented command per label."""
-    lines = ["#!/usr/bin/env bash", "set -euo pipefail", 'cd "$(dirname "$0")"']
+    import shlex
+    import sys
+    lines = ["#!/usr/bin/env bash", "set -euo pipefail", 'cd "$(dirname "$0")"',
+             "# kernelgate on PATH, else the interpreter that wrote this file, else python3 (no activated venv needed)",
+             "if command -v kernelgate >/dev/null 2>&1; then KG=(kernelgate)",
+             f"elif {shlex.quote(sys.executable)} -c 'import kernelgate' 2>/dev/null; then "
+             f"KG=({shlex.quote(sys.executable)} -m kernelgate)",
+             "elif python3 -c 'import kernelgate' 2>/dev/null; then KG=(python3 -m kernelgate)",
+             "else echo 'reproduce.sh: kernelgate is not installed here: pip install kernelgate, or activate the "
+             "environment it is installed in' >&2; exit 2; fi"]
     for label, cmd in reproduce_cmds.items():
-        lines += ["", f"# {' '.join(str(label).split())}", str(cmd).rstrip()]
+        cmd = str(cmd).rstrip()
+        if cmd.startswith("kernelgate "):
+            cmd = '"${KG[@]}" ' + cmd[len("kernelgate "):]
+        lines += ["", f"# {' '.join(str(label).split())}", cmd]
     return "\n".join(lines) + "\n"
 
 

@@ -83,9 +83,12 @@ class Search:
         return sum(self.durations) / len(self.durations) if self.durations else 0.0
 
     def reserve_s(self) -> float:
-        """Time kept for confirming the best candidate: its own evaluation again."""
+        """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
+        of the module emitted from it (its verdict's time again)."""
         best = self.best()
-        return self.cost.get(best.candidate.id, self._avg_s()) if best is not None else 0.0
+        if best is None:
+            return 0.0
+        return self.cost.get(best.candidate.id, self._avg_s()) + best.verdict.seconds
 
     def expected_s(self, c: Candidate) -> float:
         """What evaluating c should take: the average, or the longest earlier evaluation of its strategy

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import config
+from .errors import KernelgateError
+from .records import Reason
 from .versions import software
 
 SCHEMA = """
@@ -70,9 +72,14 @@ class Store:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else config.store_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(SCHEMA)
+        try:
+            if self.path.is_dir():
+                raise OSError(f"{self.path} is a directory")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as db:
+                db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as e:
+            raise KernelgateError(f"cannot use the store {self.path}: {e}", Reason.USAGE) from None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30.0)
