@@ -160,7 +160,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def format_bench(res: BenchResult) -> str:
     if res.status.value == "error":
         return f"ERROR  {res.message}"
-    lines = [f"{res.workload}  on {res.device}  (baseline: {res.baseline}; median of interleaved samples, cold L2)",
+    cold = "cold L2" if res.device and not res.device.startswith("cpu") else "warm caches"
+    lines = [f"{res.workload}  on {res.device}  (baseline: {res.baseline}; median per call on the judge's clock, "
+             f"interleaved, {cold})",
              f"  {'implementation':<24} {'median ms':>10} {'spread':>8} {'n':>5} {'floor%':>7} {'speedup':>8}  "
              f"{'95% CI':<16} verdict"]
     for r in res.rows:
@@ -178,6 +180,10 @@ def format_bench(res: BenchResult) -> str:
                      f"{ratio:>8}  {ci:<16} {verdict}")
     lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%); "
                  "floor% = roofline floor / median")
+    h = next((r.timing for r in res.rows if r.timing is not None), None)
+    if h is not None and h.harness_ms:
+        lines.append(f"  the harness's own {h.harness_ms:.4g} ms per call (round trip, fresh inputs, flush, digests) "
+                     "is subtracted from every row")
     if res.conditions.get("floor"):
         f = res.conditions["floor"]
         lines.append(f"  floor {1e3 * f['seconds']:.4g} ms ({f['bound']}-bound on {f['machine']})")
