@@ -50,6 +50,18 @@ _THREAD_START = threading.Thread.start
 # stdlib machinery that starts threads on its caller's behalf (pool workers, queue feeder threads)
 _PLUMBING = ("threading", "concurrent.futures", "multiprocessing", "kernelgate.worker")
 _TORCH = ("torch.", "triton.")
+
+
+def _lib_dirs() -> tuple[str, ...]:
+    import importlib.util
+    dirs = [os.path.dirname(torch.__file__) + os.sep]
+    spec = importlib.util.find_spec("triton")         # where triton lives, without importing it
+    if spec is not None and spec.origin:
+        dirs.append(os.path.dirname(spec.origin) + os.sep)
+    return tuple(dirs)
+
+
+_LIB_DIRS = _lib_dirs()
 _CANDIDATE_MODULE = "kernelgate_candidate"
 
 
@@ -61,10 +73,13 @@ def _creator() -> str:
     first = ""
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if mod.startswith(_TORCH) or mod in ("torch", "triton") or mod == _CANDIDATE_MODULE:
+        if mod == _CANDIDATE_MODULE:
+            return mod
+        # torch's or triton's by where the code lives, not by the module name it claims (exec can set any)
+        if (mod.startswith(_TORCH) or mod in ("torch", "triton")) and f.f_code.co_filename.startswith(_LIB_DIRS):
             return mod
         if not first and not mod.startswith(_PLUMBING):
-            first = mod
+            first = mod or f.f_code.co_filename
         f = f.f_back
     return first
 
