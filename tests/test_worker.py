@@ -1,19 +1,25 @@
 """The worker's attribution of threads: torch's own threads are allowed, the candidate's are not."""
+import os
 import threading
+
+import torch
 
 from kernelgate import worker
 
 
-def _module(name: str, src: str, **names):
+def _module(name: str, src: str, filename: str = "<test>", **names):
     g = {"__name__": name, "threading": threading, **names}
-    exec(src, g)
+    exec(compile(src, filename, "exec"), g)
     return g
+
+
+TORCH_FILE = os.path.join(os.path.dirname(torch.__file__), "_inductor", "fake.py")   # code that lives in torch
 
 
 def test_a_library_between_torch_and_the_thread_is_attributed_to_torch():
     lib = _module("somelib._monitor", "def start():\n    t = threading.Thread(target=lambda: None)\n"
                                       "    t.start()\n    return t\n")
-    inductor = _module("torch._inductor.fake", "def via():\n    return start()\n", start=lib["start"])
+    inductor = _module("torch._inductor.fake", "def via():\n    return start()\n", TORCH_FILE, start=lib["start"])
     cand = _module("kernelgate_candidate", "def direct():\n    return start()\n"
                                            "def through_torch():\n    return via()\n",
                    start=lib["start"], via=inductor["via"])
@@ -25,3 +31,15 @@ def test_a_library_between_torch_and_the_thread_is_attributed_to_torch():
     assert worker._THREAD_ORIGIN[t1] == "torch._inductor.fake" and worker._torch_owned(t1)
     assert worker._THREAD_ORIGIN[t2] == "kernelgate_candidate" and not worker._torch_owned(t2)
     assert worker._THREAD_ORIGIN[t3] == "somelib._monitor" and not worker._torch_owned(t3)
+
+
+def test_a_module_that_only_calls_itself_torch_is_not_torch():
+    """exec(..., {"__name__": "torch._inductor.x"}) from the candidate's file: the code lives elsewhere."""
+    lib = _module("somelib._monitor", "def start():\n    t = threading.Thread(target=lambda: None)\n"
+                                      "    t.start()\n    return t\n")
+    forged = _module("torch._inductor.async_compile", "def via():\n    return start()\n", "/tmp/cand.py",
+                     start=lib["start"])
+    cand = _module("kernelgate_candidate", "def go():\n    return via()\n", via=forged["via"])
+    t = cand["go"]()
+    t.join()
+    assert worker._THREAD_ORIGIN[t] == "kernelgate_candidate" and not worker._torch_owned(t)
