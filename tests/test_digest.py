@@ -24,6 +24,8 @@ def test_digest_covers_odd_sizes_and_dtypes():
               torch.randn(3).double(), torch.empty(0)):
         assert isinstance(digest(t), int)
     assert digest(torch.tensor([1, 2, 3], dtype=torch.uint8)) != digest(torch.tensor([1, 2, 4], dtype=torch.uint8))
+    x = torch.randn(4101)
+    assert digest(x[1:]) == digest(x[1:].clone())            # an unaligned view digests like its values
     assert digests([torch.ones(2), 5]) == [digest(torch.ones(2)), None]
 
 
@@ -43,7 +45,7 @@ def test_the_triton_digest_equals_the_torch_digest():
     for n in (1, 7, 4096, 4097, 3 * 4096 + 5):
         w = d.words(torch.randn(n))
         assert d._digest_triton(w) == d._digest_torch(w)
-    w = d.words(torch.randint(-2**31, 2**31 - 1, (9000,), dtype=torch.int32))
+    w = d.words(torch.randint(-2**62, 2**62, (9000,), dtype=torch.int64))
     assert d._digest_triton(w) == d._digest_torch(w)
     off = d.words(torch.randn(4100))[1:]                     # not 16-byte aligned: copied first
     assert d._digest_triton(off) == d._digest_torch(off)
