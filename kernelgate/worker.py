@@ -461,7 +461,7 @@ def _overlaps(o: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
 
 
 def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> dict:
-    """Check the output's kind, then ship plain copies plus metadata the judge compares."""
+    """Check the output's kind; its tensors (as returned) plus the metadata the judge compares."""
     single = not isinstance(out, (tuple, list))
     outs = [out] if single else list(out)
     meta, tensors = [], []

@@ -1,9 +1,9 @@
 """The only timer. Worker side: the timed loop. Judge side: plans, interleaving, statistics, speedup.
 
-CUDA: events, a device-wide synchronize before the end event (work on any stream counts), L2 flushed
-before each sample, fresh inputs every iteration (a pool entry times a random scale), warm-up by time.
-CPU: the same loop on a monotonic clock. The judge also times each batch on its own clock, outside the
-candidate's process; a candidate whose in-process samples disagree with that clock is rejected.
+The worker's loop takes one step at a time from the judge (fresh inputs from a pool entry times a random
+scale plus noise, an L2 flush on CUDA, the call, a device-wide synchronize); the judge's clock around each
+step is the basis of every claim, less the harness's own cost (`harness_cost`, `less_harness`), and a row
+the clock cannot resolve is never claimed (`resolvable`). In-process samples are diagnostics only.
 """
 from __future__ import annotations
 
