@@ -53,6 +53,8 @@ class Machine:
     label: str = ""                                 # the full product name
     memory_bytes: int | None = None                 # device memory capacity
     planned: bool = False                           # True: a model only, no runner for it yet
+    cache_bandwidth: float | None = None            # CPU: bytes/s the cores can move through their caches (upper bound)
+    cache_bytes: int | None = None                  # CPU: all data caches, every level and instance
     origins: dict[str, str] = field(default_factory=dict, hash=False, compare=False)  # field -> source
 
     def rate(self, dtype: str) -> float | None:
@@ -194,8 +196,8 @@ def from_properties(device_name: str, props: Any) -> Machine:
                                "registers and memory size from the device properties.")
 
 
-def _llc_bytes() -> int | None:
-    """Total size of the last CPU cache level (Linux sysfs), summed over its instances; None if unknown."""
+def _cache_sizes() -> dict[tuple[int, str], int]:
+    """Data and unified CPU caches from Linux sysfs: (level, CPUs sharing it) -> bytes ({} if unknown)."""
     sizes: dict[tuple[int, str], int] = {}
     for index in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
@@ -207,10 +209,23 @@ def _llc_bytes() -> int | None:
             sizes[(level, (index / "shared_cpu_list").read_text().strip())] = size
         except (OSError, ValueError):
             continue
+    return sizes
+
+
+def _llc_bytes() -> int | None:
+    """Total size of the last CPU cache level (Linux sysfs), summed over its instances; None if unknown."""
+    sizes = _cache_sizes()
     if not sizes:
         return None
     top = max(level for level, _ in sizes)
     return sum(size for (level, _), size in sizes.items() if level == top)
+
+
+def _all_cache_bytes() -> int | None:
+    """Every data cache of every level and instance, summed: the most a working set can keep on chip
+    (an exclusive last level, as on AMD, holds what the private levels do not)."""
+    sizes = _cache_sizes()
+    return sum(sizes.values()) if sizes else None
 
 
 def _cpu_label() -> str:
@@ -224,25 +239,42 @@ def _cpu_label() -> str:
 
 
 CPU_CLOCK_HZ = 3.5e9                      # assumed all-core clock: high, so the floor stays a lower bound
-CPU_BYTES_PER_CORE = 40e9                 # assumed streaming bytes/s per logical core (high, same reason)
+CPU_BYTES_PER_CORE = 40e9                 # assumed DRAM streaming bytes/s per logical core (high, same reason)
+CPU_MIN_BANDWIDTH = 100e9                 # ... and never less in all: one core of a recent part streams 60-100 GB/s
+CPU_CACHE_BYTES_PER_CYCLE = 64            # one cache line per cycle per core: the L2-to-L1 fill width of current
+                                          # x86 and Arm cores (L3 delivers 32 B/cycle or less); L1-resident data is
+                                          # faster but a few tens of kB per core, well under a microsecond
+
+
+def cpu_cache_bandwidth(m: Machine) -> float | None:
+    """Bytes/s a CPU's cores can move through their caches: the model's value, else cores x clock x
+    CPU_CACHE_BYTES_PER_CYCLE (an upper bound); None without a core count."""
+    if m.cache_bandwidth:
+        return m.cache_bandwidth
+    return m.sm_count * CPU_CLOCK_HZ * CPU_CACHE_BYTES_PER_CYCLE if m.sm_count else None
 
 
 def cpu_model() -> Machine:
-    """Model of this host's CPU: cores from os.cpu_count(); rates and bandwidth are estimates."""
+    """Model of this host's CPU: cores from os.cpu_count(); rates and bandwidths are estimates (upper bounds)."""
     cores = os.cpu_count() or 1
     capability = torch.backends.cpu.get_cpu_capability()
     per_cycle = 64 if "AVX512" in capability else 32   # FP32 FLOP/cycle/core: 2 FMA pipes x lanes x 2
     fp32 = cores * CPU_CLOCK_HZ * per_cycle
-    notes = (f"Detected; rates and bandwidth are estimates, not measurements: {cores} logical cores x "
-             f"{CPU_CLOCK_HZ / 1e9:g} GHz x {per_cycle} FP32 FLOP/cycle ({capability}), FP64 half of that, "
-             f"{CPU_BYTES_PER_CORE / 1e9:g} GB/s per core. Chosen high so floors stay lower bounds; run "
-             "calibrate('cpu') for measured values. l2_bytes holds the last-level cache.")
+    bandwidth = max(cores * CPU_BYTES_PER_CORE, CPU_MIN_BANDWIDTH)
+    cache_bw = cores * CPU_CLOCK_HZ * CPU_CACHE_BYTES_PER_CYCLE
+    notes = (f"Detected; rates and bandwidths are estimates, not measurements: {cores} logical cores x "
+             f"{CPU_CLOCK_HZ / 1e9:g} GHz x {per_cycle} FP32 FLOP/cycle ({capability}), FP64 half of that; DRAM "
+             f"{CPU_BYTES_PER_CORE / 1e9:g} GB/s per core, at least {CPU_MIN_BANDWIDTH / 1e9:g} GB/s; caches "
+             f"{CPU_CACHE_BYTES_PER_CYCLE} B/cycle per core. Chosen high so floors stay lower bounds; run "
+             "calibrate('cpu') for a measured DRAM bandwidth. l2_bytes holds the last-level cache, cache_bytes "
+             "every data cache.")
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         memory = None
-    return Machine("cpu", "cpu", {"fp32": fp32, "fp64": fp32 / 2}, cores * CPU_BYTES_PER_CORE, cores, _llc_bytes(),
-                   None, None, 2e-6, "detected", notes, _cpu_label(), memory)
+    return Machine("cpu", "cpu", {"fp32": fp32, "fp64": fp32 / 2}, bandwidth, cores, _llc_bytes(),
+                   None, None, 2e-6, "detected", notes, _cpu_label(), memory, cache_bandwidth=cache_bw,
+                   cache_bytes=_all_cache_bytes())
 
 
 def detect(device: str) -> Machine:

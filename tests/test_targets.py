@@ -92,6 +92,10 @@ def test_detect_cpu():
     assert m.sm_count >= 1 and m.rate("fp32") > 0 and m.bandwidth > 0
     assert "estimate" in m.notes
     assert targets.machine("cpu").name == "cpu"
+    # upper bounds for the CPU memory floor: caches at least as fast as DRAM, every data cache counted
+    assert m.cache_bandwidth >= m.bandwidth >= targets.CPU_MIN_BANDWIDTH
+    if m.l2_bytes:
+        assert m.cache_bytes >= m.l2_bytes
 
 
 def test_detect_rejects_other_devices():
