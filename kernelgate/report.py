@@ -16,6 +16,12 @@ CHECK_TEXT = (
     "outputs produced inside the timed loop are re-checked. See docs/GATE.md for the full description.")
 CONDITION_ORDER = ("gpu", "cpu", "driver", "torch", "triton", "python", "cuda", "platform", "device", "threads", "command")
 W, H, ML, MR, MT, MB, BAND = 640, 320, 64, 16, 30, 40, 16  # SVG size, margins, band for untimed markers
+# A timing whose spread (semi-interquartile range / median, gate.timing.summarize) is above this is called
+# unreliable. Quiet machines give spreads under 15% in 95% of the rows in benchmarks/results (a few percent
+# typically); a loaded one gave 800%+. At 25% the interquartile range is half the median, and the gate's
+# claim rule (CI lower bound above 1 + 3 x spread) already needs 1.75x: the figure says more about the
+# machine than the code. Nothing is un-claimed for it: the claim rule stands as the gate applies it.
+UNRELIABLE_SPREAD = 0.25
 
 
 def _num(x: Any) -> float | None:
@@ -49,7 +55,21 @@ def _timing(t: Any) -> str:
     if not isinstance(t, dict) or _num(t.get("median_ms")) is None:
         return "-"
     spread = _num(t.get("spread"))
-    return _ms(t["median_ms"]) + ("" if spread is None else f" (±{100 * spread:.1f}%)")
+    return _ms(t["median_ms"]) + ("" if spread is None else f" (±{100 * spread:.1f}%"
+                                  + (", unreliable)" if _unreliable(t) else ")"))
+
+
+def _unreliable(t: Any) -> bool:
+    """Whether a Timing dict's spread is above UNRELIABLE_SPREAD."""
+    spread = _num(t.get("spread")) if isinstance(t, dict) else None
+    return spread is not None and spread > UNRELIABLE_SPREAD
+
+
+def _cell(t: Any) -> str:
+    """A table cell for a Timing dict: its median, and its spread when that makes it unreliable."""
+    if not isinstance(t, dict):
+        return "-"
+    return _ms(t.get("median_ms")) + (f" (unreliable: ±{100 * t['spread']:.0f}%)" if _unreliable(t) else "")
 
 
 def _line(text: Any, limit: int = 160) -> str:
@@ -111,34 +131,131 @@ def _rows(result: dict) -> list[dict[str, str]]:
         why = "" if status == "accepted" else f"{v.get('reason') or '?'}: {_line(v.get('message'))}"
         rows.append({"#": str(i), "gen": str(c.get("generation", "-")),
                      "strategy": str(c.get("strategy") or "-") + (" (best)" if is_best else ""),
-                     "parent": str(c.get("parent") or "-")[:8], "verdict": status, "reason": why, "median": _ms(med),
-                     "speedup": _ratio(ratio) + (" (flagged)" if sp.get("flagged") else ""),
+                     "parent": str(c.get("parent") or "-")[:8], "verdict": status, "reason": why,
+                     "median (search)": _cell(ev.get("timing")), "baseline (search)": _cell(ev.get("baseline")),
+                     "speedup (search)": _ratio(ratio) + (" (flagged)" if sp.get("flagged") else ""),
                      "bottleneck": _line((ev.get("insight") or {}).get("bottleneck") or "-", 90)})
     return rows
+
+
+COLUMNS = ["#", "gen", "strategy", "parent", "verdict", "reason", "median (search)", "baseline (search)",
+           "speedup (search)", "bottleneck"]
+TABLE_NOTE = ("Figures from the search: each accepted candidate's median per call and the faster baseline's, "
+              "timed side by side with it (new inputs, interleaved), and their ratio.")
+BASELINES_NOTE = ("Timed side by side at the start of the search; each candidate's row shows the faster baseline "
+                  "timed again with it.")
+
+
+def _fresh(result: dict) -> bool:
+    """Whether the summary's best and baseline figures come from a fresh confirmation of the best."""
+    return any(isinstance(c, dict) and c.get("confirmed") and c.get("candidate") == result.get("best_id")
+               for c in result.get("confirmations") or [])
+
+
+def _search_ev(result: dict, candidate_id: Any) -> dict:
+    """The search's evaluation of a candidate id ({} when absent)."""
+    return next((ev for ev in result.get("evaluations") or []
+                 if (ev.get("candidate") or {}).get("id") == candidate_id and ev.get("timing")), {})
+
+
+def _confirmation_rows(result: dict) -> list[dict[str, str]]:
+    """Each confirmation tried: the search's figures and the fresh ones, side by side (plain strings)."""
+    rows = []
+    for c in result.get("confirmations") or []:
+        if not isinstance(c, dict):
+            continue
+        ev = _search_ev(result, c.get("candidate"))
+        outcome = ("confirmed" if c.get("confirmed") else
+                   "not confirmed, not kept" if c.get("fresh_ratio") is not None else _line(c.get("verdict"), 90))
+        rows.append({"candidate": str(c.get("strategy") or "-"),
+                     "median (search)": _cell(ev.get("timing")), "baseline (search)": _cell(ev.get("baseline")),
+                     "speedup (search)": _ratio(c.get("search_ratio")), "median (fresh)": _ms(c.get("fresh_ms")),
+                     "baseline (fresh)": _ms(c.get("fresh_baseline_ms")), "speedup (fresh)": _ratio(c.get("fresh_ratio")),
+                     "outcome": outcome})
+    return rows
+
+
+CONFIRM_COLUMNS = ["candidate", "median (search)", "baseline (search)", "speedup (search)", "median (fresh)",
+                   "baseline (fresh)", "speedup (fresh)", "outcome"]
+CONFIRM_NOTE = ("The best claimed candidates, judged again in a fresh worker and timed afresh side by side with "
+                "the faster baseline (new inputs, a new plan): the fastest of several noisy search measurements "
+                "overstates its speedup. The summary's figures are the fresh ones of the confirmed candidate.")
+
+
+def _unreliable_sentence(result: dict) -> str | None:
+    """A summary sentence naming every timing whose spread makes it unreliable, or None."""
+    found: list[tuple[str, float]] = []
+    for key, name in (("eager", "eager"), ("compile", "torch.compile")):
+        if _unreliable(result.get(key)):
+            found.append((name, result[key]["spread"]))
+    for i, ev in enumerate(result.get("evaluations") or []):
+        strategy = str((ev.get("candidate") or {}).get("strategy") or "-")
+        if _unreliable(ev.get("timing")):
+            found.append((f"#{i} {strategy}", ev["timing"]["spread"]))
+        if _unreliable(ev.get("baseline")):
+            found.append((f"the baseline timed with #{i}", ev["baseline"]["spread"]))
+    if not found:
+        return None
+    worst = max(s for _, s in found)
+    listed = ", ".join(f"{name} (±{100 * s:.0f}%)" for name, s in found[:6]) + (", ..." if len(found) > 6 else "")
+    return (f"Timing unreliable: spreads above {100 * UNRELIABLE_SPREAD:.0f}% in {listed}; the machine was probably "
+            f"busy, and these figures may be far from a quiet run's. The gate claims a speedup only when its CI's "
+            f"lower bound clears 1 + 3 x spread (up to {1 + 3 * worst:.3g}x here); re-run on a quiet machine.")
 
 
 def _summary(result: dict) -> list[str]:
     """Summary sentences (plain, unescaped)."""
     kind, n = result.get("baseline_kind") or "?", result.get("evaluations") or []
-    where = ", timed side by side with the best" if _has_best(result) else ""
+    fresh = _fresh(result)
+    where = (", timed side by side with the best " + ("in the fresh confirmation" if fresh else "in the search")
+             if _has_best(result) else "")
     lines = [f"Baseline: {kind} at {_ms(result.get('baseline_ms'))} (the faster of eager and torch.compile{where})."]
     if _has_best(result):
         ci = result.get("speedup_ci")
         claimed = ("claimed: the lower bound of the 95% confidence interval clears the threshold"
                    if result.get("speedup_claimed") else
                    "not claimed: the lower bound of the 95% confidence interval does not clear the threshold")
-        lines += [f"Best: {result.get('best_strategy')} at {_ms(result.get('best_ms'))}.",
+        search = _median(_search_ev(result, result.get("best_id"))) if fresh else None
+        at = (f" in the fresh confirmation ({_ms(search)} in the search)" if search is not None
+              else " in the fresh confirmation" if fresh else "")
+        lines += [f"Best: {result.get('best_strategy')} at {_ms(result.get('best_ms'))}{at}.",
                   f"Speedup: {_ratio(result.get('speedup'))}, 95% CI {_ci(ci)} ({claimed})."]
     else:
         lines.append(f"No candidate beat the faster baseline ({kind}); the baseline is kept.")
     lines.append(f"Candidates evaluated: {len(n)}, accepted by the gate: {sum(map(_accepted, n))}.")
     for c in result.get("confirmations") or []:
-        fresh = (f"{_ratio(c.get('fresh_ratio'))}, 95% CI {_ci(c.get('fresh_ci'))}" if c.get("fresh_ratio") is not None
-                 else _line(c.get("verdict")))
+        fresh_fig = (f"{_ratio(c.get('fresh_ratio'))}, 95% CI {_ci(c.get('fresh_ci'))}"
+                     if c.get("fresh_ratio") is not None else _line(c.get("verdict")))
         lines.append(f"Confirmation of {c.get('strategy')}: {_ratio(c.get('search_ratio'))} in the search; judged "
-                     f"and timed afresh: {fresh} -> " + ("confirmed (the figures above are the fresh ones)."
-                                                         if c.get("confirmed") else "not confirmed, not kept."))
+                     f"and timed afresh: {fresh_fig} -> " + ("confirmed (the figures above are the fresh ones)."
+                                                             if c.get("confirmed") else "not confirmed, not kept."))
+    noisy = _unreliable_sentence(result)
+    if noisy:
+        lines.append(noisy)
     return lines
+
+
+def progress_line(k: int, ev: dict, best: dict | None) -> str:
+    """The line `optimize` prints after evaluating a candidate (Evaluation.to_json() documents): its median
+    against the faster baseline timed side by side with it (the ratio is theirs, not the start-of-search
+    baseline's), whether the gate claims the speedup and why not, and the best claimed so far."""
+    c, sp = ev.get("candidate") or {}, ev.get("speedup") or {}
+    t, b = ev.get("timing"), ev.get("baseline")
+    if _accepted(ev) and isinstance(t, dict) and sp:
+        base = f"{b.get('label') or 'baseline'} {_ms(b.get('median_ms'))}" if isinstance(b, dict) else "baseline -"
+        claim = ("claimed" if sp.get("claimed") else
+                 f"not claimed (CI low {_num(sp.get('low')) or 0:.2f} <= {_num(sp.get('threshold')) or 0:.2f})")
+        noisy = [x for x in (t, b) if _unreliable(x)]
+        status = (f"{_ms(t.get('median_ms'))} vs {base} = {_ratio(sp.get('ratio'))}, {claim}"
+                  + (f", unreliable timing (spread ±{100 * max(x['spread'] for x in noisy):.0f}%)" if noisy else ""))
+    elif _accepted(ev):
+        status = "accepted, untimed"
+    else:
+        status = f"REJECTED {(ev.get('verdict') or {}).get('reason') or '?'}"
+    bsp = (best or {}).get("speedup") or {}
+    tail = (f"  | best {_ratio(bsp.get('ratio'))} ({(best.get('candidate') or {}).get('strategy') or '-'})"
+            if best and bsp else "  | best: baseline")
+    return f"[{k}] {str(c.get('strategy') or '-'):<44} {status}{tail}"
 
 
 def _conditions(result: dict) -> list[tuple[str, str]]:
@@ -149,8 +266,12 @@ def _conditions(result: dict) -> list[tuple[str, str]]:
 
 
 def convergence_svg(result: dict) -> str:
-    """The convergence plot as a standalone SVG document."""
+    """The convergence plot as a standalone SVG document; with a single timed candidate (a flat line and
+    a dot) the baseline against that candidate instead (`comparison_svg`)."""
     evs, base, e = result.get("evaluations") or [], _num(result.get("baseline_ms")), html.escape
+    timed = [ev for ev in evs if _accepted(ev) and _median(ev) is not None]
+    if len(timed) == 1:
+        return comparison_svg(result, timed[0])
     gens = [int((ev.get("candidate") or {}).get("generation") or 0) for ev in evs] or [0]
     g0, ng = min(gens), max(gens) - min(gens) + 1
     vals = [m for ev in evs if _accepted(ev) and (m := _median(ev)) is not None] + ([base] if base is not None else [])
@@ -212,6 +333,44 @@ def convergence_svg(result: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def comparison_svg(result: dict, ev: dict) -> str:
+    """The baseline against the one timed candidate `ev`, as two bars from one measurement: the fresh
+    confirmation's when `ev` is the confirmed best, else the search's (the baseline timed with it)."""
+    e, c = html.escape, ev.get("candidate") or {}
+    strategy = str(c.get("strategy") or "-")
+    base_t = ev.get("baseline") if isinstance(ev.get("baseline"), dict) else {}
+    base_label = str(base_t.get("label") or result.get("baseline_kind") or "baseline")
+    if _fresh(result) and c.get("id") == result.get("best_id"):
+        base_ms, cand_ms, source = _num(result.get("baseline_ms")), _num(result.get("best_ms")), "the fresh confirmation"
+    else:
+        base_ms, cand_ms, source = _median({"timing": base_t}), _median(ev), "the search, timed side by side"
+    kept = c.get("id") == result.get("best_id") and _has_best(result)
+    rows = [(f"baseline ({base_label})", base_ms, "#555", "baseline"),
+            (f"{strategy} ({'best, kept' if kept else 'not kept'})", cand_ms, "#1565c0", "candidate")]
+    hi = max([v for _, v, _, _ in rows if v is not None] or [1.0]) * 1.15 or 1.0
+    pw = W - ML - MR - 150
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+           'font-family="sans-serif" font-size="11">',
+           "<title>kernelgate: the baseline against the one timed candidate</title>",
+           f'<text x="{ML}" y="{MT - 8}" fill="#444">one timed candidate: median per call in {e(source)}</text>']
+    for i, (label, ms, colour, cls) in enumerate(rows):
+        y0 = MT + 30 + i * 90
+        width = 0.0 if ms is None else ms / hi * pw
+        out.append(f'<rect class="bar {cls}" x="{ML}" y="{y0}" width="{width:.1f}" height="40" fill="{colour}">'
+                   f"<title>{e(label)}: {_ms(ms)}</title></rect>")
+        out.append(f'<text x="{ML}" y="{y0 - 4}">{e(label)}</text>')
+        out.append(f'<text x="{ML + width + 6:.1f}" y="{y0 + 25}">{_ms(ms)}</text>')
+    if base_ms and cand_ms:
+        out.append(f'<text x="{ML}" y="{MT + 30 + 2 * 90}" fill="#444">ratio {_ratio(base_ms / cand_ms)} '
+                   "(baseline / candidate)</text>")
+    others = len(result.get("evaluations") or []) - 1
+    if others > 0:
+        out.append(f'<text x="{ML}" y="{MT + 30 + 2 * 90 + 18}" fill="#888">{others} other candidate'
+                   f'{"s" if others > 1 else ""}: rejected or untimed (see the table)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def fingerprint_points(result: dict) -> list[tuple[float, float, str, str]]:
     """(distance to the best, median ms, strategy, basis) of every timed candidate with a fingerprint."""
     pts = []
@@ -231,9 +390,11 @@ def fingerprint_svg(result: dict) -> str:
            'font-family="sans-serif" font-size="11">',
            "<title>kernelgate: fingerprint distance to the best candidate vs time</title>",
            f'<rect x="{ML}" y="{MT}" width="{pw}" height="{bottom - MT}" fill="white" stroke="#999"/>']
-    if not pts:
+    if len(pts) < 2:
+        what = ("no profiled candidates" if not pts else
+                "fewer than two profiled candidates: nothing to compare")
         out.append(f'<text x="{ML + pw / 2}" y="{(top + bottom) / 2}" text-anchor="middle" fill="#888">'
-                   "no profiled candidates</text></svg>")
+                   f"{what}</text></svg>")
         return "\n".join(out) + "\n"
     ms = [p[1] for p in pts]
     lo, hi = min(ms), max(ms)
@@ -268,16 +429,24 @@ def _md_cell(s: Any) -> str:
     return " ".join(str(s).split()).replace("<", "&lt;").replace("|", "\\|")
 
 
+def _md_table(cols: list[str], rows: list[dict[str, str]], note: str) -> list[str]:
+    """A markdown table with a note above it ([] without rows)."""
+    if not rows:
+        return []
+    return [note, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + [
+        "| " + " | ".join(_md_cell(r[k]) for k in cols) + " |" for r in rows]
+
+
 def render_markdown(result: dict, svg_name: str = "convergence.svg") -> str:
     """report.md text."""
     b = []
     b += [f"# {_md_cell(_title(result))}", "", "## Summary", ""] + [f"- {_md_cell(s)}" for s in _summary(result)]
-    b += ["", "## Baselines", "", f"- eager: {_timing(result.get('eager'))}",
-          f"- torch.compile: {_timing(result.get('compile'))}"]
-    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup", "bottleneck"]
-    rows = ["| " + " | ".join(_md_cell(r[k]) for k in cols) + " |" for r in _rows(result)]
-    head = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    b += ["", "## Candidates", ""] + (head + rows if rows else ["No candidates were evaluated."])
+    b += ["", "## Baselines (timed at the start of the search)", "", BASELINES_NOTE, "",
+          f"- eager: {_timing(result.get('eager'))}", f"- torch.compile: {_timing(result.get('compile'))}"]
+    b += ["", "## Candidates", ""] + (_md_table(COLUMNS, _rows(result), TABLE_NOTE) or ["No candidates were evaluated."])
+    conf = _confirmation_rows(result)
+    if conf:
+        b += ["", "## Confirmation", ""] + _md_table(CONFIRM_COLUMNS, conf, CONFIRM_NOTE)
     b += ["", "## Convergence", "", f"![best verified time per generation]({svg_name})"]
     b += ["", "## Fingerprint distance vs time", "", "Each timed candidate's machine-code fingerprint distance to the "
           "best one (kernel names and launch configurations, or opcode histograms where code was found) against "
@@ -307,18 +476,21 @@ def render_html(result: dict, svg: str) -> str:
     ul = lambda items: "<ul>" + "".join(f"<li>{e(str(i))}</li>" for i in items) + "</ul>"  # noqa: E731
     summ = "".join(f'<p class="kept">{e(s)}</p>' if "baseline is kept" in s else f"<p>{e(s)}</p>"
                    for s in _summary(result))
-    cols = ["#", "gen", "strategy", "parent", "verdict", "reason", "median", "speedup", "bottleneck"]
-    rows = "".join(f'<tr class="{e(r["verdict"])}">' + "".join(f"<td>{e(r[k])}</td>" for k in cols) + "</tr>"
-                   for r in _rows(result))
-    head = "<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
-    table = f"<table>{head}{rows}</table>" if rows else "<p>No candidates were evaluated.</p>"
+    def table(cols: list[str], rows: list[dict[str, str]], note: str, cls: str = "") -> str:
+        body = "".join((f'<tr class="{e(r[cls])}">' if cls else "<tr>") + "".join(f"<td>{e(r[k])}</td>" for k in cols)
+                       + "</tr>" for r in rows)
+        head = "<tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>"
+        return f"<p>{e(note)}</p><table>{head}{body}</table>" if rows else ""
+    cands = table(COLUMNS, _rows(result), TABLE_NOTE, "verdict") or "<p>No candidates were evaluated.</p>"
+    conf = _confirmation_rows(result)
+    conf_html = f"<h2>Confirmation</h2>{table(CONFIRM_COLUMNS, conf, CONFIRM_NOTE)}" if conf else ""
     cond = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _conditions(result))
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(_title(result))}</title>",
         f"<style>{CSS}</style></head><body>", f"<h1>{e(_title(result))}</h1>", "<h2>Summary</h2>", summ,
-        "<h2>Baselines</h2>",
+        "<h2>Baselines (timed at the start of the search)</h2>", f"<p>{e(BASELINES_NOTE)}</p>",
         ul([f"eager: {_timing(result.get('eager'))}", f"torch.compile: {_timing(result.get('compile'))}"]),
-        "<h2>Candidates</h2>", table, "<h2>Convergence</h2>", svg,
+        "<h2>Candidates</h2>", cands, conf_html, "<h2>Convergence</h2>", svg,
         "<h2>Fingerprint distance vs time</h2>", fingerprint_svg(result),
         "<h2>Hardware and software</h2>", f"<table>{cond}</table>" if cond else "<p>(not recorded)</p>",
         "<h2>Correctness check</h2>", f"<p>{e(CHECK_TEXT)}</p>",

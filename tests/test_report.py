@@ -211,3 +211,95 @@ def test_confirmations_are_reported_and_the_best_row_is_found_by_id():
     assert "not confirmed, not kept" in md and "confirmed (the figures above are the fresh ones)" in md
     assert md.count("(best)") == 1 and "runtime:cudagraph+tuned (best)" in md
     assert r["best_id"] == r["evaluations"][3]["candidate"]["id"]
+
+
+# ------------------------------------------------------------------ issue 12 item 9: reading the output
+
+def _confirmed(r):
+    """`r` as optimize writes it after a fresh confirmation of its best candidate (1.36 ms against 2.04 ms)."""
+    best = r["evaluations"][3]
+    r["confirmations"] = [{"candidate": best["candidate"]["id"], "strategy": best["candidate"]["strategy"],
+                           "search_ratio": 1.5, "search_ci": [1.4, 1.6], "fresh_ratio": 1.5, "fresh_ci": [1.44, 1.55],
+                           "fresh_threshold": 1.06, "fresh_ms": 1.36, "fresh_baseline_ms": 2.04,
+                           "verdict": "accepted", "confirmed": True}]
+    r["best_ms"], r["baseline_ms"], r["speedup"] = 1.36, 2.04, 1.5
+    return r
+
+
+def test_search_figures_and_fresh_figures_are_labelled(tmp_path):
+    """The baselines and candidate tables are the search's figures, the summary's the fresh confirmation's:
+    each says which, and every candidate row shows the baseline it was timed against."""
+    from kernelgate.report import render_markdown
+    md = render_markdown(_confirmed(_result()))
+    assert "Best: runtime:cudagraph+tuned at 1.36 ms in the fresh confirmation (1.333 ms in the search)" in md
+    assert "Baseline: compile at 2.04 ms (the faster of eager and torch.compile, timed side by side with the best " \
+           "in the fresh confirmation)" in md
+    assert "## Baselines (timed at the start of the search)" in md
+    head = next(line for line in md.splitlines() if line.startswith("| # |"))
+    assert "median (search)" in head and "baseline (search)" in head and "speedup (search)" in head
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert "| 1.6 ms | 2 ms | 1.25x |" in rows[0]
+    # the confirmation: search and fresh figures side by side
+    conf = md[md.index("## Confirmation"):]
+    assert "| runtime:cudagraph+tuned | 1.333 ms | 2 ms | 1.50x | 1.36 ms | 2.04 ms | 1.50x | confirmed |" in conf
+    page = (write_report(_confirmed(_result()), tmp_path, reproduce_cmds={})["report.html"]).read_text()
+    assert "median (search)" in page and "Baselines (timed at the start of the search)" in page
+    # without a confirmation the summary's figures are the search's, and it says so
+    plain = render_markdown(_result())
+    assert "timed side by side with the best in the search)" in plain and "## Confirmation" not in plain
+
+
+def test_unreliable_timings_are_called_so(tmp_path):
+    """A loaded machine's spreads (800%+) make a figure meaningless: the report says so, next to the figure
+    and in the summary, with what the gate's claim rule then needs (1 + 3 x spread)."""
+    from kernelgate.report import UNRELIABLE_SPREAD, render_markdown
+    r = _result(eager=_timing(3.0, "eager", 8.12))
+    r["evaluations"][1]["timing"]["spread"] = 0.6
+    md = render_markdown(r)
+    assert "eager: 3 ms (±812.0%, unreliable)" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert "unreliable" in rows[1] and "unreliable" not in rows[0]
+    summary = md[md.index("## Summary"):md.index("## Baselines")]
+    assert "unreliable" in summary and "eager" in summary and "812%" in summary
+    quiet = render_markdown(_result())
+    assert "unreliable" not in quiet
+    assert 0.15 < UNRELIABLE_SPREAD <= 0.5
+
+
+def _one(**kw):
+    base = _timing(2.0, "compile")
+    ev = (Evaluation(_cand(0, "runtime:cudagraph", 0), OK, _timing(1.6), base, Speedup(1.25, 1.2, 1.3, 1.05, True)),)
+    return _result(evaluations=ev, best=False, **kw) | {"best_id": ev[0].candidate.id,
+                                                        "best_strategy": "runtime:cudagraph", "best_ms": 1.6}
+
+
+def test_one_candidate_plots_baseline_against_best():
+    """With one timed candidate the convergence plot was a flat line and a dot, the fingerprint plot a
+    lone dot: the convergence plot shows the baseline against the candidate instead."""
+    svg = convergence_svg(_one())
+    root = ET.fromstring(svg)
+    bars = [el for el in root.iter() if "bar" in (el.get("class") or "").split()]
+    assert len(bars) == 2
+    assert "compile" in svg and "2 ms" in svg and "runtime:cudagraph" in svg and "1.6 ms" in svg
+    assert not any(el.get("class") == "best" for el in root.iter())
+    fp = _one()
+    fp["evaluations"][0]["insight"] = {"distance_to_best": {"value": 0.0, "basis": "launches"}}
+    assert _markers(fingerprint_svg(fp)) == [] and "fewer than two" in fingerprint_svg(fp)
+    # two or more timed candidates keep the convergence plot
+    assert not [el for el in ET.fromstring(convergence_svg(_result())).iter() if el.get("class") == "bar"]
+
+
+def test_progress_line_shows_the_baseline_it_compares_with():
+    """A progress line's ratio is over the baseline re-timed with the candidate: that figure is shown, and
+    the claim is said in words (the old `ok~` was explained nowhere)."""
+    from kernelgate.report import progress_line
+    r = _result()
+    line = progress_line(2, r["evaluations"][1], r["evaluations"][0])
+    assert "1.9 ms vs compile 2 ms" in line and "1.05x" in line
+    assert "not claimed" in line and "ok~" not in line and "best 1.25x" in line
+    line = progress_line(1, r["evaluations"][0], r["evaluations"][0])
+    assert "1.6 ms vs compile 2 ms" in line and "claimed" in line and "not claimed" not in line
+    assert "REJECTED mismatch" in progress_line(3, r["evaluations"][2], None)
+    assert "best: baseline" in progress_line(3, r["evaluations"][2], None)
+    noisy = r["evaluations"][1] | {"baseline": dict(r["evaluations"][1]["baseline"], spread=2.0)}
+    assert "unreliable" in progress_line(2, noisy, None)
