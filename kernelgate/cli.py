@@ -11,11 +11,12 @@ import sys
 import time
 from typing import Any, Sequence
 
-from . import api
+from . import __version__, api
 from .config import TimingConfig, gate_config
 from .contract import load as load_contract, parse_domain_flag
 from .errors import KernelgateError
 from .records import BenchResult, Verdict
+from .report import UNRELIABLE_SPREAD
 
 
 def _common(p: argparse.ArgumentParser, target: str = "cpu") -> None:
@@ -38,6 +39,7 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kernelgate", description="Verify and time PyTorch kernels against a reference.")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--version", action="version", version=f"kernelgate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="check a candidate against a reference")
     v.add_argument("ref", help="reference: file.py (class Model) or file.py:Class")
@@ -165,6 +167,7 @@ def format_bench(res: BenchResult) -> str:
              f"interleaved, {cold})",
              f"  {'implementation':<24} {'median ms':>10} {'spread':>8} {'n':>5} {'floor%':>7} {'speedup':>8}  "
              f"{'95% CI':<16} verdict"]
+    noisy = False
     for r in res.rows:
         if r.timing is None:
             lines.append(f"  {r.label:<24} {'-':>10} {'-':>8} {'-':>5} {'-':>7} {'-':>8}  {'':<16} {r.note}")
@@ -175,11 +178,17 @@ def format_bench(res: BenchResult) -> str:
         verdict = r.note or ("")
         if sp:
             verdict = ("faster (claimed)" if sp.claimed else "not a claimable speedup") + (f"; {r.note}" if r.note else "")
+        if t.spread > UNRELIABLE_SPREAD:
+            noisy = True
+            verdict = f"unreliable timing (spread {100 * t.spread:.0f}%)" + (f"; {verdict}" if verdict else "")
         floor = f"{100 * r.floor_fraction:.1f}" if r.floor_fraction is not None else "-"
         lines.append(f"  {r.label:<24} {t.median_ms:>10.4g} {100 * t.spread:>7.2f}% {len(t.samples_ms):>5} {floor:>7} "
                      f"{ratio:>8}  {ci:<16} {verdict}")
     lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%); "
                  "floor% = roofline floor / median")
+    if noisy:
+        lines.append(f"  unreliable: a spread above {100 * UNRELIABLE_SPREAD:.0f}% (the machine was probably busy); "
+                     "such a figure may be far from a quiet run's: re-run on a quiet machine")
     h = next((r.timing for r in res.rows if r.timing is not None), None)
     if h is not None and h.harness_ms:
         lines.append(f"  the harness's own {h.harness_ms:.4g} ms per call (round trip, fresh inputs, flush, digests) "
@@ -232,10 +241,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return rep.exit_code
 
 
+def _us(us: float) -> str:
+    """Microseconds in a readable unit: 12 us, 142 ms, 3.1 s."""
+    from .roofline import _secs
+    return _secs(us * 1e-6)
+
+
 def format_profile(rep: Any) -> str:
     lines = [f"{rep.workload}  on {rep.device} (machine model {rep.machine})"]
     if rep.floor is not None:
-        lines.append(f"  floor {1e3 * rep.floor.floor_s:.4g} ms ({rep.floor.bound}-bound on {rep.floor.machine})")
+        lines.append(f"  floor {_us(1e6 * rep.floor.floor_s)} ({rep.floor.bound}-bound on {rep.floor.machine})")
     for side in (rep.reference, rep.candidate):
         if side is None:
             continue
@@ -245,19 +260,23 @@ def format_profile(rep: Any) -> str:
             continue
         p = side.profile
         lines.append(f"  {side.bottleneck.line}")
-        unit = "kernels" if p.kernels_applicable else "top-level ops"
-        lines.append(f"  forward {p.forward_median_us:.4g} us (median of {p.forwards}, under the profiler), "
-                     f"{p.kernels_per_forward:g} {unit}, busy {p.busy_median_us:.4g} us, "
-                     f"{100 * p.gap_share:.0f}% " + ("between launches" if p.kernels_applicable else "outside ops"))
+        gpu = p.kernels_applicable
+        unit = "kernels" if gpu else "top-level ops"
+        lines.append(f"  forward {_us(p.forward_median_us)} (median of {p.forwards}, under the profiler), "
+                     f"{p.kernels_per_forward:g} {unit}, busy {_us(p.busy_median_us)}, "
+                     f"{100 * p.gap_share:.0f}% " + ("between launches" if gpu else "outside ops"))
         if p.persistent_kernels():
             lines.append(f"  persistent: {', '.join(p.persistent_kernels())}")
-        lines.append(f"    {'per fwd':>7} {'us/fwd':>9} {'grid':>14} {'block':>12} {'regs':>5} {'smem':>7}  name")
+        launch_cols = f" {'grid':>14} {'block':>12} {'regs':>5} {'smem':>7}" if gpu else ""   # CPU ops have none
+        lines.append(f"    {'per fwd':>7} {'time/fwd':>9}{launch_cols}  name")
         for k in p.stats()[:12]:
-            grid = "x".join(map(str, k.grid)) if k.grid else "-"
-            block = "x".join(map(str, k.block)) if k.block else "-"
-            lines.append(f"    {k.per_forward:>7g} {k.total_us:>9.4g} {grid:>14} {block:>12} "
-                         f"{k.registers if k.registers is not None else '-':>5} "
-                         f"{k.shared_memory if k.shared_memory is not None else '-':>7}  {k.name[:90]}")
+            cols = ""
+            if gpu:
+                grid = "x".join(map(str, k.grid)) if k.grid else "-"
+                block = "x".join(map(str, k.block)) if k.block else "-"
+                cols = (f" {grid:>14} {block:>12} {k.registers if k.registers is not None else '-':>5} "
+                        f"{k.shared_memory if k.shared_memory is not None else '-':>7}")
+            lines.append(f"    {k.per_forward:>7g} {_us(k.total_us):>9}{cols}  {k.name[:90]}")
         fp = side.fingerprint.to_json()
         lines.append(f"  fingerprint: {fp['basis']}, {len(fp['kernels'])} distinct names"
                      + (f", {fp['histogram_level']} histogram of {len(fp['histogram'])} opcodes"
@@ -304,12 +323,32 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no results in the store yet" if args.target == "any" else f"no results for target {args.target}")
+        return 0
+    from .store import Store
+    store = Store(args.store)
+    print(f"{'id':>5} {'when':<16} {'kind':<8} {'status':<9} {'target':<6} {'workload':<24} {'candidate':<24} summary")
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
-        cand = (r.candidate or "").rsplit("/", 1)[-1]
-        print(f"{r.id:>5} {when} {r.kind:<6} {r.status:<9} {r.target:<5} {r.workload.rsplit('/', 1)[-1]:<24} "
-              f"{cand:<24} {r.summary or ''}")
+        cand = ",".join(c.rsplit("/", 1)[-1] for c in (r.candidate or "").split(",") if c)
+        status, summary = r.status, r.summary or ""
+        if r.kind == "bench" and r.status != "error":
+            status, summary = _bench_outcome(store.payload(r.id) or {}, summary)
+        print(f"{r.id:>5} {when:<16} {r.kind:<8} {status:<9} {r.target:<6} {r.workload.rsplit('/', 1)[-1]:<24} "
+              f"{cand:<24} {summary}")
     return 0
+
+
+def _bench_outcome(doc: dict, summary: str) -> tuple[str, str]:
+    """A stored bench's label from its candidates' verdicts (the bench itself ran either way): accepted when
+    any was, rejected when none was, timed with none; and its summary with the rejected ones named."""
+    cands = [r for r in doc.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("verdict"), dict)]
+    if not cands:
+        return "timed", summary
+    ok = [r for r in cands if r["verdict"].get("status") == "accepted"]
+    bad = [f"{str(r.get('label') or '?').rsplit('/', 1)[-1]} {r['verdict'].get('status')} "
+           f"({r['verdict'].get('reason') or '?'})" for r in cands if r not in ok]
+    tail = f"{len(ok)} of {len(cands)} candidates accepted" + (f"; {', '.join(bad)}" if bad else "")
+    return ("accepted" if ok else "rejected"), (f"{summary}; {tail}" if summary else tail)
 
 
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,

@@ -269,3 +269,51 @@ def test_reproduce_script_runs_without_an_activated_environment(tmp_path):
     r = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)
+
+
+# ------------------------------------------------------------------ issue 12 item 9: reading the output
+
+def test_version(capsys):
+    import kernelgate
+    rc, out, _ = run(capsys, "--version")
+    assert rc == 0 and out.strip() == f"kernelgate {kernelgate.__version__}"
+
+
+def _bench_doc(verdicts):
+    """A stored bench document: the eager baseline timed, one row per candidate with its verdict."""
+    rows = [{"label": "eager", "timing": {"median_ms": 1.0}, "verdict": None}]
+    rows += [{"label": f"cand{i}.py", "timing": {"median_ms": 0.9} if v == "accepted" else None,
+              "verdict": {"status": v, "reason": "ok" if v == "accepted" else "mismatch"}}
+             for i, v in enumerate(verdicts)]
+    return {"rows": rows, "status": "accepted"}
+
+
+def test_runs_has_a_header_and_labels_a_bench_by_its_candidates(tmp_path, capsys):
+    """A bench whose only candidate was rejected was listed "accepted" (the bench itself ran)."""
+    from kernelgate.store import Store
+    st = Store(tmp_path / "s.sqlite")
+    for verdicts in ([], ["rejected"], ["rejected", "accepted"]):
+        st.add("bench", "ref.py", "h", ",".join(f"cand{i}.py" for i in range(len(verdicts))) or None, None, "cpu",
+               "cpu", "accepted", None, "eager 1 ms", _bench_doc(verdicts))
+    rc, out, _ = run(capsys, "runs", "--store", str(tmp_path / "s.sqlite"))
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].split()[:6] == ["id", "when", "kind", "status", "target", "workload"]
+    both, rejected, baselines = lines[1:4]                          # newest first
+    assert " rejected " in rejected and " accepted " not in rejected and "cand0.py rejected (mismatch)" in rejected
+    assert " accepted " in both and "1 of 2 candidates accepted" in both
+    assert " timed " in baselines and " accepted " not in baselines
+
+
+def test_bench_output_calls_a_noisy_timing_unreliable():
+    from kernelgate.cli import format_bench
+    from kernelgate.records import BenchResult, BenchRow, Speedup, Timing
+    quiet = Timing("eager", (1.0, 1.0, 1.1), 1.2, 1.0, 0.02)
+    noisy = Timing("cand.py", (0.1, 0.5, 9.0), 1.2, 0.5, 8.12, "candidate")
+    res = BenchResult("ref.py", "cpu", "cpu", "eager",
+                      (BenchRow("eager", quiet), BenchRow("cand.py", noisy, speedup=Speedup(2.0, 0.1, 9.0, 25.4, False))))
+    text = format_bench(res)
+    row = next(line for line in text.splitlines() if line.strip().startswith("cand.py"))
+    assert "unreliable" in row and "812" in row
+    assert "unreliable" not in next(line for line in text.splitlines() if line.strip().startswith("eager"))
+    assert "spread above 25%" in text
+    assert "unreliable" not in format_bench(BenchResult("ref.py", "cpu", "cpu", "eager", (BenchRow("eager", quiet),)))

@@ -508,3 +508,20 @@ def test_strategy_fusions_count_what_each_generated_kernel_strategy_fuses():
         def forward(self, x):
             return torch.softmax(x, -1)
     assert bottleneck.strategy_fusions(Lone(), [torch.randn(4, 8)]) == {}
+
+
+def test_cpu_profile_text_has_readable_times_and_no_gpu_columns():
+    """Issue 12 item 9: `profile` on a CPU printed `1.418e+05 us` and grid/block/regs/smem columns that
+    only a GPU fills."""
+    from kernelgate.cli import format_profile
+    p = prof([("aten::softmax", 90_000.0, None), ("aten::layer_norm", 50_000.0, None)], wall_us=141_800.0,
+             busy_us=140_000.0, device="cpu")
+    side = launches.Side("reference", "ref.py", "Model", p, bottleneck.classify(None, p), fingerprint.build(p))
+    text = format_profile(launches.Report("ref.py", "cpu", "cpu", "cpu", None, side))
+    assert "e+0" not in text and "142 ms" in text and "90 ms" in text
+    for column in ("grid", "block", "regs", "smem"):
+        assert column not in text
+    gpu = prof([("k", 2.5, (64, 1, 1))], wall_us=12.0, busy_us=2.5)
+    side = launches.Side("reference", "ref.py", "Model", gpu, bottleneck.classify(None, gpu), fingerprint.build(gpu))
+    text = format_profile(launches.Report("ref.py", "cuda", "NVIDIA H200", "h200", None, side))
+    assert "grid" in text and "block" in text and "12 us" in text and "2.5 us" in text
