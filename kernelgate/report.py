@@ -170,7 +170,8 @@ def _confirmation_rows(result: dict) -> list[dict[str, str]]:
         rows.append({"candidate": str(c.get("strategy") or "-"),
                      "median (search)": _cell(ev.get("timing")), "baseline (search)": _cell(ev.get("baseline")),
                      "speedup (search)": _ratio(c.get("search_ratio")), "median (fresh)": _ms(c.get("fresh_ms")),
-                     "baseline (fresh)": _ms(c.get("fresh_baseline_ms")), "speedup (fresh)": _ratio(c.get("fresh_ratio")),
+                     "baseline (fresh)": _ms(c.get("fresh_baseline_ms")),
+                     "speedup (fresh)": _ratio(c.get("fresh_ratio")),
                      "outcome": outcome})
     return rows
 
@@ -341,7 +342,8 @@ def comparison_svg(result: dict, ev: dict) -> str:
     base_t = ev.get("baseline") if isinstance(ev.get("baseline"), dict) else {}
     base_label = str(base_t.get("label") or result.get("baseline_kind") or "baseline")
     if _fresh(result) and c.get("id") == result.get("best_id"):
-        base_ms, cand_ms, source = _num(result.get("baseline_ms")), _num(result.get("best_ms")), "the fresh confirmation"
+        base_ms, cand_ms = _num(result.get("baseline_ms")), _num(result.get("best_ms"))
+        source = "the fresh confirmation"
     else:
         base_ms, cand_ms, source = _median({"timing": base_t}), _median(ev), "the search, timed side by side"
     kept = c.get("id") == result.get("best_id") and _has_best(result)

@@ -309,8 +309,8 @@ def test_bench_output_calls_a_noisy_timing_unreliable():
     from kernelgate.records import BenchResult, BenchRow, Speedup, Timing
     quiet = Timing("eager", (1.0, 1.0, 1.1), 1.2, 1.0, 0.02)
     noisy = Timing("cand.py", (0.1, 0.5, 9.0), 1.2, 0.5, 8.12, "candidate")
-    res = BenchResult("ref.py", "cpu", "cpu", "eager",
-                      (BenchRow("eager", quiet), BenchRow("cand.py", noisy, speedup=Speedup(2.0, 0.1, 9.0, 25.4, False))))
+    cand = BenchRow("cand.py", noisy, speedup=Speedup(2.0, 0.1, 9.0, 25.4, False))
+    res = BenchResult("ref.py", "cpu", "cpu", "eager", (BenchRow("eager", quiet), cand))
     text = format_bench(res)
     row = next(line for line in text.splitlines() if line.strip().startswith("cand.py"))
     assert "unreliable" in row and "812" in row
