@@ -63,12 +63,16 @@ def _rewrite_source(triton: bool, cpp: bool = False, fusion: bool = False) -> st
 
 def _render_rewrites(rewrites: list[tuple[str, dict[str, Any]]], tag: str) -> str:
     """One level that traces the level below once (buffers kept live: fx_rewrites.kg_trace) and
-    applies every listed rewrite to the graph."""
+    applies every listed rewrite to the graph. In training mode the level below runs as it is: the gate
+    verifies eval mode only, and a trace would freeze `self.training` (dropout, batch statistics) into
+    the graph; so the graph is built and used in eval mode only."""
     calls = "\n".join(f"            {REWRITE_FNS[r].__name__}(gm{''.join(f', {k}={v!r}' for k, v in p.items())})"
                       for r, p in rewrites)
     body = f'''    _kg_rewrite_level = "{tag}"        # a compile level right above compiles the rewritten graph
 
     def forward(self, *args):
+        if self.training:
+            return super().forward(*args)
         gm = self.__dict__.get("_kg_gm_{tag}")
         if gm is None:
             base = __class__.__bases__[0]
@@ -109,12 +113,15 @@ def _render_compile(ctx: Context, params: dict[str, Any], tag: str) -> str:
     """torch.compile of the level below. Right above the rewrite level it compiles the rewritten graph
     itself, built by one eager call first, with the generated-kernel calls (kg_*: Triton launchers, C++
     kernels, weight caches) opaque to dynamo: tracing the lazy build or the launchers' caches broke the
-    graph and recompiled on every data pointer (measured on the H200: 14-17 ms over a 3.2 ms GEMM)."""
+    graph and recompiled on every data pointer (measured on the H200: 14-17 ms over a 3.2 ms GEMM).
+    Over a rewrite level, training mode runs that level (which then runs the reference's forward)."""
     body = f'''    def forward(self, *args):
+        below = __class__.__bases__[0].__dict__.get("_kg_rewrite_level")
+        if below is not None and self.training:
+            return super().forward(*args)            # the rewritten graph is for eval mode only
         fn = self.__dict__.get("_kg_compiled_{tag}")
         if fn is None:
             target = super().forward
-            below = __class__.__bases__[0].__dict__.get("_kg_rewrite_level")
             if below is not None:
                 super().forward(*args)                     # builds the rewritten graph
                 target = kg_opaque_calls(self.__dict__["_kg_gm_" + below])
@@ -135,9 +142,11 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
     of them) is still held (storage use counts, as torch's cudagraph trees check them); each key has up
     to two graphs with their own buffers, so `y = model(x)` in a loop, which still holds the previous y
     during the call, alternates between them; with both held the level below runs as is.
-    Graphs are dropped when the module's parameters or buffers change (versions, addresses): weights the
-    levels below derive outside the graph (fold-bn, merge-linear, quantized copies) are rebuilt at the next
-    capture (the gate rejected fold-bn under graph capture for exactly that on the H200 suite).
+    Graphs are dropped when the module's parameters or buffers change (versions, addresses) and when a
+    weight the levels below derived outside the graph (fold-bn, merge-linear, quantized copies) no longer
+    matches its sources, contents included (fx_rewrites._kg_derived_fresh: writes through `p.data` bump no
+    version): such weights are rebuilt at the next capture (the gate rejected fold-bn under graph capture
+    for stale folded weights on the H200 suite).
     With autograd recording, or for CPU tensors, the level below runs as is."""
     in_place = params.get("outputs", "clone") == "in-place"
     body = f'''    def forward(self, *args):
@@ -148,12 +157,16 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
         ptrs = tuple(a.data_ptr() if torch.is_tensor(a) else None for a in args)
         graphs = self.__dict__.get("_kg_graphs_{tag}")
         state = _kg_cg_state(self)
-        if graphs is None or self.__dict__.get("_kg_seen_{tag}") != state:
-            # new weights (load_state_dict, an in-place update): tensors the levels below derive from them
-            # outside any graph (folded, merged, quantized weights) are stale in the captured graphs
+        derived = self.__dict__.get("_kg_derived_{tag}")
+        if graphs is None or self.__dict__.get("_kg_seen_{tag}") != state or (
+                derived and not globals()["_kg_derived_fresh"](derived)):
+            # new weights (load_state_dict, an in-place update, a write through .data): tensors the levels
+            # below derive from them outside any graph (folded, merged, quantized weights) are stale in the
+            # captured graphs
             graphs = {{}}                                # key -> [graph instances]
             object.__setattr__(self, "_kg_graphs_{tag}", graphs)
             object.__setattr__(self, "_kg_seen_{tag}", state)
+            object.__setattr__(self, "_kg_derived_{tag}", {{}})
         key = (shapes, ptrs) if (shapes, ptrs) in graphs or sum(1 for k in graphs if k[0] == shapes and k[1]) \\
             < {params.get("slots", 4)} else (shapes, None)
         insts = graphs.setdefault(key, [])
@@ -189,8 +202,17 @@ def _render_cudagraph(ctx: Context, params: dict[str, Any], tag: str) -> str:
         # memory a held output lives in); copies-out graphs share one
         first = next((g for insts in graphs.values() for g in insts), None)
         pool = first["graph"].pool() if first is not None and not {in_place} else None
-        with torch.cuda.graph(graph, pool=pool):
-            out = super().forward(*static)
+        # the derived weights (fx_rewrites._kg_derived) the capture reads, checked before every replay
+        track = globals().get("_KG_DERIVED_TRACK")
+        used = self.__dict__.setdefault("_kg_derived_{tag}", {{}})
+        if track is not None:
+            track.append(used)
+        try:
+            with torch.cuda.graph(graph, pool=pool):
+                out = super().forward(*static)
+        finally:
+            if track is not None:
+                track.pop()
         outs = [out] if torch.is_tensor(out) else list(out)
         return {{"static": None if direct else static, "graph": graph, "out": out, "outs": outs,
                 "base": [_kg_cg_uses(o) for o in outs] if {in_place} else None}}'''
@@ -202,8 +224,11 @@ def _kg_cg_uses(t):
 
 
 def _kg_cg_state(module):
-    """The module's parameters and buffers as versions and addresses: a change means new weights."""
-    return tuple((t._version, t.data_ptr()) for t in (*module.parameters(), *module.buffers()))
+    """The module's parameters and buffers as versions, addresses and layouts: a change means new weights
+    (changes that bump no version, writes through `.data`, are seen by _kg_derived_fresh where they matter:
+    in weights derived outside the graph; the graph itself reads the parameters where they lie)."""
+    return tuple((t._version, t.data_ptr(), tuple(t.shape), t.stride())
+                 for t in (*module.parameters(), *module.buffers()))
 '''
     return helper + _class(tag, body)
 

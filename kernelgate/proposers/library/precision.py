@@ -36,9 +36,9 @@ _KG_LP_FLOATS = {"float": torch.float32, "double": torch.float64, "half": torch.
 # ---------------------------------------------------------------- graph helpers
 
 try:
-    kg_trace, kg_finish  # noqa: B018 - embedded in a candidate after fx_rewrites.py: its helpers
+    kg_trace, kg_finish, _kg_derived  # noqa: B018 - embedded in a candidate after fx_rewrites.py: its helpers
 except NameError:
-    from .fx_rewrites import kg_finish, kg_trace
+    from .fx_rewrites import _kg_derived, kg_finish, kg_trace
 kg_lp_trace = kg_trace      # buffers stay get_attr nodes (see fx_rewrites.kg_trace)
 
 
@@ -113,27 +113,15 @@ def _kg_lp_matmul(node):
     return None
 
 
-def _kg_lp_versions(*ts):
-    return tuple((t._version, t.data_ptr(), tuple(t.shape)) for t in ts)
-
-
-_KG_LP_CACHE = {}
-
-
 def _kg_lp_colmajor(w, transpose):
     """(w.t() if transpose else w) as a column-major (K, N) matrix: a view when it is one, else a copy cached
-    on w's identity and version (refreshed after load_state_dict; the cache is bounded)."""
+    with fx_rewrites' _kg_derived (checked against w at every call, contents included, so writes through
+    `w.data` are seen too; the copy itself is what w is compared with)."""
     m = w.t() if transpose else w
     if m.t().is_contiguous():
         return m
-    key = (id(w), transpose)
-    hit = _KG_LP_CACHE.get(key)
-    if hit is None or hit[0] != _kg_lp_versions(w):
-        if len(_KG_LP_CACHE) >= 64:
-            _KG_LP_CACHE.clear()
-        hit = (_kg_lp_versions(w), m.t().contiguous().t())
-        _KG_LP_CACHE[key] = hit
-    return hit[1]
+    return _kg_derived(("lp-colmajor", id(w), transpose), (w,), lambda: m.t().contiguous().t(),
+                       lambda c: (c.t() if transpose else c,))
 
 
 # ---------------------------------------------------------------- fp8 scaled matmul
