@@ -251,10 +251,12 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     if not emitted_verdict.accepted:
         raise KernelgateError(f"the emitted module {emitted} failed the gate: {emitted_verdict.reason.value}: "
                               f"{emitted_verdict.message}", Reason.TASK_LOAD)
+    # which calls take the fast path (the modes the gate verified); optimized.py's docstring says the same
+    result = dataclasses.replace(result, notes=result.notes + (f"optimized.py: {emit_mod.modes_text()}",))
     doc = result.to_json()
     doc["emitted_check"] = {"file": emitted.name, "class": spec.cls, "status": emitted_verdict.status.value,
                             "reason": emitted_verdict.reason.value, "message": emitted_verdict.message,
-                            "seconds": emitted_verdict.seconds}
+                            "seconds": emitted_verdict.seconds, "fast_path_modes": dict(emit_mod.GATE_MODES)}
     doc["run_id"] = run["run_id"]
     try:                      # how the allowed error was derived, per output (explain-tolerance's text)
         doc["tolerance"] = [d.to_text() for d in derivations(task)]

@@ -70,3 +70,144 @@ def test_emitted_module_constructs_and_matches(tmp_path, style, what):
     with torch.no_grad():
         want = ref.build()(x)
         assert torch.allclose(model(x), want, rtol=1e-5, atol=1e-5)
+
+
+CONVBN = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.a = nn.Linear(8, 32)
+        self.b = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.b(self.a(self.bn(self.conv(x)).mean(dim=(2, 3))))
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 10, 10)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _emitted(tmp_path, strategies, name):
+    """The drop-in module for a library candidate of CONVBN, its reference (same, non-trivial state), inputs."""
+    path = tmp_path / "ref.py"
+    path.write_text(CONVBN)
+    ref = load_reference(Spec.parse(str(path), "Model"))
+    model = ref.build().eval()
+    ctx = Context(CONVBN, "Model", "cpu", "t", Contract(), analyse(model, None, library.REWRITE_FNS), (), {})
+    by = {s.name: s for s in library.STRATEGIES}
+    src = CONVBN + "\n\n" + library.render(ctx, [(by[s], by[s].variants(ctx)[0]) for s in strategies])
+    xs = ref.inputs(seed=0, device="cpu")
+    out = emit.emit(tmp_path / "optimized.py", src, "Model", "cpu", [xs], " + ".join(strategies))
+    mod = _load(out, name)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+        model.bn.running_mean.normal_()
+        model.bn.running_var.uniform_(0.5, 2.0)
+    m = mod.Model().eval()
+    m.load_state_dict(model.state_dict())
+    return mod, model, m, xs
+
+
+def _fast(m):
+    """Whether the drop-in has built its rewritten graph (the fast path ran)."""
+    return any(k.startswith("_kg_gm_") for k in m.__dict__)
+
+
+def test_emitted_fast_path_only_in_the_verified_mode(tmp_path):
+    """The gate verifies eval mode with autograd off: training mode and calls autograd records take the
+    reference path (a fold-bn drop-in was 1.95 off in training mode and froze the running statistics)."""
+    mod, model, m, xs = _emitted(tmp_path, ["rewrite:fold-bn", "rewrite:merge-linear"], "kg_emit_modes")
+    model.train()
+    m.train()
+    for k in range(3):
+        x = xs[0] + k
+        want, got = model(x), m(x)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        want.square().sum().backward()
+        got.square().sum().backward()
+    assert not _fast(m)
+    for name, t in model.named_buffers():
+        torch.testing.assert_close(m.get_buffer(name), t, msg=name)
+    for (name, p), q in zip(model.named_parameters(), m.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-4, msg=name)
+    model.eval()
+    m.eval()
+    m.bn.train()                                            # one submodule in training mode: not verified either
+    model.bn.train()
+    with torch.no_grad():
+        torch.testing.assert_close(m(xs[0]), model(xs[0]), atol=1e-5, rtol=1e-5)
+    assert not _fast(m)
+    m.bn.eval()
+    model.bn.eval()
+    with torch.no_grad():                                   # the verified mode: the fast path
+        torch.testing.assert_close(m(xs[0]), model(xs[0]), atol=1e-5, rtol=1e-5)
+    assert _fast(m)
+    with torch.inference_mode():
+        torch.testing.assert_close(m(xs[0]), model(xs[0]), atol=1e-5, rtol=1e-5)
+    assert mod._KG_VERIFIED["modes"] == {"training": False, "grad": False}
+    assert "eval mode" in mod.__doc__ and "reference path" in mod.__doc__
+
+
+def test_emitted_module_accumulates_gradients_in_eval_mode(tmp_path):
+    """Autograd on in eval mode (parameters requiring grad): the reference path, so a second backward works
+    and the gradients are the reference's, also after the fast path cached derived weights."""
+    mod, model, m, xs = _emitted(tmp_path, ["rewrite:fold-bn", "rewrite:merge-linear"], "kg_emit_grad")
+    with torch.no_grad():
+        m(*xs)
+    assert _fast(m)
+    for k in range(3):
+        x = xs[0] * (k + 1)
+        model(x).sum().backward()
+        m(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), m.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-4, msg=name)
+    for p in m.parameters():                               # nothing requires grad: the verified computation
+        p.requires_grad_(False)
+    torch.testing.assert_close(m(xs[0]), model(xs[0]).detach(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("edit", ["mul", "copy"])
+def test_emitted_module_follows_weight_edits_through_data(tmp_path, edit):
+    """EMA, weight averaging and clipping write through `.data` (no version bump): the drop-in's derived
+    weights (folded batch norm, merged linears) must follow (1.77 and 2.50 off before)."""
+    mod, model, m, xs = _emitted(tmp_path, ["rewrite:fold-bn", "rewrite:merge-linear"], f"kg_emit_data_{edit}")
+    with torch.no_grad():
+        torch.testing.assert_close(m(*xs), model(*xs), atol=1e-5, rtol=1e-5)
+        for step in range(2):
+            for mm in (model, m):
+                for name, t in (*mm.named_parameters(), *mm.named_buffers()):
+                    if not t.is_floating_point():
+                        continue
+                    if edit == "mul":
+                        t.data.mul_(2.0)
+                    else:
+                        g = torch.Generator().manual_seed(hash((name, step)) % 2 ** 31)
+                        t.data.copy_(torch.rand(t.shape, generator=g) + 0.5)
+            want = model(*xs)
+            torch.testing.assert_close(m(*xs), want, atol=1e-5 * want.abs().max().item(), rtol=1e-4)
+    assert _fast(m)
+
+
+def test_emitted_modes_follow_what_was_verified(tmp_path):
+    """The guard reads the verified modes: a module verified in training mode too runs its fast path there."""
+    mod, _, m, xs = _emitted(tmp_path, ["rewrite:merge-linear"], "kg_emit_default_modes")
+    assert mod._KG_VERIFIED["modes"] == emit.GATE_MODES
+    with torch.no_grad():
+        assert not mod._kg_fast_path_ok(xs, m.train()) and mod._kg_fast_path_ok(xs, m.eval())
+    assert not mod._kg_fast_path_ok(xs, m)                 # autograd on, parameters requiring grad
+    src = (tmp_path / "optimized.py").read_text().split("\n# ---- kernelgate: drop-in module")[0]
+    out = emit.emit(tmp_path / "optimized2.py", src, "Model", "cpu", [xs], "x", modes={"training": True, "grad": True})
+    mod2 = _load(out, "kg_emit_all_modes")
+    m2 = mod2.Model().train()
+    assert mod2._kg_fast_path_ok(xs, m2) and "eval and training mode" in mod2.__doc__
