@@ -42,6 +42,7 @@ class Reason(str, enum.Enum):
     FLAGS = "flags"                      # global numerics flags changed
     TIMER = "timer"                      # timing functions replaced or timing inconsistent with outside clock
     RECHECK = "recheck"                  # outputs produced in the timed loop were wrong
+    INTROSPECTION = "introspection"      # candidate code reached for the harness (frames, gc, raw memory, patches)
     # task side (exit 2)
     USAGE = "usage"                      # bad path, bad arguments
     TASK_LOAD = "task_load"              # reference cannot be loaded or run

@@ -417,7 +417,7 @@ class Worker:
             raise WorkerFailure(Reason.CRASH, "malformed reply from the worker")
         if "error" in reply:
             reason = {"build_error": Reason.BUILD_ERROR, "exit": Reason.EXIT,
-                      "output_type": Reason.OUTPUT_TYPE}.get(reply["error"], Reason.CRASH)
+                      "output_type": Reason.OUTPUT_TYPE, "introspection": Reason.INTROSPECTION}.get(reply["error"], Reason.CRASH)
             raise WorkerFailure(reason, str(reply.get("message", "")), str(reply.get("traceback", "")))
         return reply
 

@@ -26,6 +26,7 @@ from .digest import digests  # noqa: E402
 from .gate import timing  # noqa: E402
 from .workload import CANDIDATE_CLASS, import_file  # noqa: E402
 from .errors import KernelgateError  # noqa: E402
+from .guard import Guard  # noqa: E402
 
 _CUDA_SYNC = torch.cuda.synchronize
 
@@ -153,6 +154,7 @@ class Harness:
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
         self.in_bulk: wire.Bulk | None = None
         self.out_bulk: wire.Bulk | None = None
+        self.guard: Guard | None = None             # installed before a candidate's import (not a baseline's)
 
     # ------------------------------------------------------------ environment checks
     def observations(self) -> dict[str, Any]:
@@ -201,6 +203,11 @@ class Harness:
         self.flags0 = numerics_flags()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
+        if msg.get("guard") and self.guard is None:
+            self.guard = Guard()
+            self.guard.install()
+            self.guard.watch(*_harness_namespaces(), (torch._C._len_torch_function_stack,
+                                                       torch._C._len_torch_dispatch_stack))
         try:
             module = import_file(msg["path"], name=_CANDIDATE_MODULE)
         except KernelgateError as e:
@@ -222,7 +229,23 @@ class Harness:
         if msg.get("compile"):
             model = torch.compile(model, **msg.get("compile_options", {}))
         self.model = model
+        tampered = self._tampered()
+        if tampered:
+            return tampered
         return {"ok": True, "observations": self.observations()}
+
+    def _tampered(self) -> dict | None:
+        """The error reply when candidate code replaced what the harness runs on (kernelgate/guard.py)."""
+        why = self.guard.integrity() if self.guard is not None else None
+        return {"error": "introspection", "message": why} if why else None
+
+    def _open(self) -> None:
+        if self.guard is not None:
+            self.guard.window_open()
+
+    def _close(self) -> dict | None:
+        why = self.guard.window_close() if self.guard is not None else None
+        return {"error": "introspection", "message": why} if why else None
 
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
@@ -250,11 +273,17 @@ class Harness:
         with torch.no_grad():
             out = self.model(*xs)
         self.sync()
+        self._open()
+        tampered = self._tampered()
         desc = self._describe(out, in_ptrs, self.device)
+        if "error" not in desc:
+            desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
+        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None and not _same_bits(x, s)]
+        intruded = self._close()
+        if tampered or intruded:
+            return tampered or intruded
         if "error" in desc:
             return desc
-        desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
-        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None and not _same_bits(x, s)]
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
@@ -283,17 +312,24 @@ class Harness:
 
     def _make(self, j: int, s: float, seed: int) -> list[Any]:
         """Fresh inputs written into the buffers the correctness trials used (the slot comes with the plan)."""
+        self._open()
         slot = timing.slot(seed)
         bufs = [self.slots.get((i, slot)) for i in range(len(self.pool[j]))]
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
             if isinstance(x, torch.Tensor) and x is not bufs[i]:
                 self.slots[(i, slot)] = x
+        intruded = self._close()
+        if intruded:
+            raise _Refused(intruded)
         return xs
 
     def op_warmup(self, msg: dict) -> dict:
-        n = self._warm_up(self.model, self._make, msg["plan"], self.device, msg["warmup_ms"], msg["warmup_min"])
-        return {"ok": True, "calls": n, "observations": self.observations()}
+        try:
+            n = self._warm_up(self.model, self._make, msg["plan"], self.device, msg["warmup_ms"], msg["warmup_min"])
+        except _Refused as r:
+            return r.desc
+        return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
 
     def op_time(self, msg: dict) -> dict:
         """One timed batch (gate/timing.py), one step at a time: the judge sends each iteration's
@@ -315,12 +351,18 @@ class Harness:
                 yield j, s, seed
 
         def after(index: int, xs: list[Any], out: Any, sample: float) -> None:
+            self._open()
+            tampered = self._tampered()
             desc = self._describe(out, self._storages(xs), self.device)
+            outs = desc.get("tensors", [])
+            reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
+                                "m": {"single": desc.get("single"), "meta": desc.get("meta")}}).encode()
+            intruded = self._close()
+            if tampered or intruded:
+                raise _Refused(tampered or intruded)
             if "error" in desc:
                 raise _Refused(desc)
-            outs = desc["tensors"]
-            conn.send_bytes(b"I" + json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
-                                               "m": {"single": desc["single"], "meta": desc["meta"]}}).encode())
+            conn.send_bytes(b"I" + reply)
             # an output written into an input (in-place contracts) is overwritten by the next iteration's inputs
             self.batch.append([o.clone() if m["aliased"] else o for o, m in zip(outs, desc["meta"])])
 
@@ -405,6 +447,8 @@ class Harness:
                 return
             try:
                 reply = getattr(self, f"op_{op}")(msg)
+                if not isinstance(reply, dict):
+                    reply = {"error": "crash", "message": "malformed reply"}
             except SystemExit as e:
                 reply = {"error": "exit", "message": f"candidate called sys.exit({e.code})"}
             except torch.cuda.OutOfMemoryError as e:
@@ -412,6 +456,10 @@ class Harness:
             except Exception as e:  # noqa: BLE001 - every failure becomes a reply
                 reply = {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}",
                          "traceback": traceback.format_exc()[-4000:]}
+            if self.guard is not None and self.guard.denied:
+                # candidate code asked for the interpreter's machinery (refused, kernelgate/guard.py): whether
+                # or not it went on without it, the verdict says so
+                reply = {"error": "introspection", "message": self.guard.denied[0]}
             self.conn.send_bytes(wire.encode(wire.pack(reply, self.out_bulk)))
 
     def _attach(self, current: "wire.Bulk | None", named: Any) -> "wire.Bulk | None":
@@ -434,6 +482,23 @@ class _Refused(Exception):
     def __init__(self, desc: dict):
         super().__init__(desc.get("message", ""))
         self.desc = desc
+
+
+def _harness_namespaces() -> tuple[list[Any], list[Any]]:
+    """(namespaces, code): the modules and classes in which the harness's code looks names up at call time,
+    and the modules whose code that is (kernelgate/guard.py watches every such name: neither module nor
+    class attributes are audited by CPython)."""
+    import json.encoder
+    import multiprocessing.connection as mpc
+    std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
+    # this module is __main__ in a worker process (python -m kernelgate.worker)
+    ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.gate.timing", "kernelgate.wire",
+                                      "kernelgate.guard")]
+    spaces: list[Any] = [torch, torch.cuda, sys.modules["builtins"], *std, *ours,
+                         torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder]
+    for m in ours:
+        spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
+    return spaces, ours + std
 
 
 def _first_line(e: BaseException) -> str:
