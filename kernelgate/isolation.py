@@ -49,10 +49,13 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _ARCHES = {
     "x86_64": dict(audit=0xC000003E, x32=True, kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129,
                    rt_tgsigqueueinfo=297, ptrace=101, process_vm_readv=310, process_vm_writev=311, setsid=112,
-                   fork=57, vfork=58, clone=56, execve=59, execveat=322, seccomp=317),
+                   fork=57, vfork=58, clone=56, execve=59, execveat=322, seccomp=317, setpriority=141,
+                   sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314,
+                   prlimit64=302, ioprio_set=251),
     "aarch64": dict(audit=0xC00000B7, x32=False, kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138,
                     rt_tgsigqueueinfo=240, ptrace=117, process_vm_readv=270, process_vm_writev=271, setsid=157,
-                    clone=220, execve=221, execveat=281, seccomp=277),
+                    clone=220, execve=221, execveat=281, seccomp=277, setpriority=140, sched_setparam=118,
+                    sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, prlimit64=261, ioprio_set=30),
 }
 _COMMON = dict(pidfd_send_signal=424, clone3=435, pidfd_getfd=438, process_madvise=440,
                landlock_create_ruleset=444, landlock_add_rule=445, landlock_restrict_self=446)
@@ -149,6 +152,8 @@ def available() -> dict[str, str]:
                       "missing: neither Landlock >= 6 nor seccomp: the worker can signal this user's processes")
     out["ptrace"] = ("seccomp: no ptrace, process_vm_readv/writev, pidfd_getfd; judge not dumpable"
                      if seccomp_supported() else "missing: no seccomp" + ("; judge not dumpable" if _LINUX else ""))
+    out["scheduling"] = ("seccomp: priority, scheduler, affinity and resource limits only of the worker itself"
+                         if seccomp_supported() else "missing: no seccomp: the worker can demote this user's processes")
     out["no new processes after build"] = ("seccomp filter on every thread, verified from /proc"
                                            if seccomp_supported() else "missing: no seccomp")
     out["descendants"] = ("session kept (setsid refused), subreaper; killed with the worker" if seccomp_supported()
@@ -198,6 +203,7 @@ def _err(e: int) -> int:
 
 
 _LD_NR, _LD_ARCH, _LD_ARG0 = _ins(_LD_W_ABS, 0, 0, 0), _ins(_LD_W_ABS, 0, 0, 4), _ins(_LD_W_ABS, 0, 0, 16)
+_LD_ARG1 = _ins(_LD_W_ABS, 0, 0, 24)
 
 
 def _block(nr: int, rest: list[bytes]) -> list[bytes]:
@@ -213,6 +219,13 @@ def _arg0_in(values: list[int]) -> list[bytes]:
             + [_ret(_err(errno.EPERM)), _ret(_RET_ALLOW)])
 
 
+def _self_only(first: int) -> list[bytes]:
+    """setpriority/ioprio_set(which, who, ...): allow only `which` == `first` (a single process) and who in
+    {0, the worker's pid}, else EPERM."""
+    return [_LD_ARG0, _ins(_JEQ_K, 0, 3, first), _LD_ARG1, _ins(_JEQ_K, 2, 0, 0), _ins(_JEQ_K, 1, 0, _PID_MARK),
+            _ret(_err(errno.EPERM)), _ret(_RET_ALLOW)]
+
+
 def _prologue() -> list[bytes]:
     out = [_LD_ARCH, _ins(_JEQ_K, 1, 0, _NR["audit"]), _ret(_err(errno.EPERM))]
     if _NR.get("x32"):
@@ -225,11 +238,17 @@ _NEG_PID_MARK = 0x7FFFFFF1  # placeholder for -pid (kill of its own process grou
 
 
 def _base_program(signals: bool) -> bytes:
-    """Always: no ptrace, process_vm_*, pidfd_getfd, process_madvise, setsid. With `signals`: kill and friends
-    only to the worker's own pid (0, pid, -pid for kill), pidfd_send_signal refused."""
+    """Always: no ptrace, process_vm_*, pidfd_getfd, process_madvise, setsid; scheduling, priorities and
+    resource limits only of the worker itself (pid 0 or its own; its other threads' tids are refused too, a
+    price nothing in torch pays by default). With `signals`: kill and friends only to the worker's own pid
+    (0, pid, -pid for kill), pidfd_send_signal refused."""
     prog = _prologue()
     for name in ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise", "setsid"):
         prog += _block(_NR[name], [_ret(_err(errno.EPERM))])
+    for name in ("sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr", "prlimit64"):
+        prog += _block(_NR[name], _arg0_in([0, _PID_MARK]))
+    prog += _block(_NR["setpriority"], _self_only(0))       # PRIO_PROCESS
+    prog += _block(_NR["ioprio_set"], _self_only(1))        # IOPRIO_WHO_PROCESS
     if signals:
         prog += _block(_NR["kill"], _arg0_in([0, _PID_MARK, _NEG_PID_MARK]))
         for name in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):

@@ -102,7 +102,7 @@ def test_a_worker_is_confined_as_read_from_proc():
 
 
 JUDGE_ATTACK = RECORD + '''
-import ctypes, signal
+import ctypes, resource, signal
 import torch
 judge = os.getppid()
 libc = ctypes.CDLL(None, use_errno=True)
@@ -123,7 +123,16 @@ class ModelNew(torch.nn.Module):
         record(sigstop=attempt(lambda: os.kill(judge, signal.SIGSTOP)),
                sigkill=attempt(lambda: os.kill(judge, signal.SIGKILL)),
                group=attempt(lambda: os.killpg(os.getpgid(judge), signal.SIGSTOP)),
-               pidfd=attempt(pidfd), ptrace=attempt(ptrace_seize), mem=attempt(mem))
+               pidfd=attempt(pidfd), ptrace=attempt(ptrace_seize), mem=attempt(mem),
+               nice=attempt(lambda: os.setpriority(os.PRIO_PROCESS, judge, 19)),
+               nice_group=attempt(lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
+               nice_user=attempt(lambda: os.setpriority(os.PRIO_USER, 0, 19)),
+               affinity=attempt(lambda: os.sched_setaffinity(judge, {min(os.sched_getaffinity(0))})),
+               idle=attempt(lambda: os.sched_setscheduler(judge, os.SCHED_IDLE, os.sched_param(0))),
+               limit=attempt(lambda: resource.prlimit(judge, resource.RLIMIT_CORE, (0, 0))),
+               own_nice=attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, 1)),
+               own_affinity=attempt(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+               own_limit=attempt(lambda: resource.prlimit(0, resource.RLIMIT_CORE, (0, 0))))
 
     def forward(self, x):
         return x
@@ -167,6 +176,11 @@ def test_a_candidate_cannot_signal_stop_trace_or_write_the_judge(tmp_path):
     assert got["judge"] == "alive"
     for attack in ("sigstop", "sigkill", "group", "pidfd", "ptrace"):
         assert got[attack] == "EPERM", (attack, got)
+    if not _missing("scheduling"):     # scheduling, priority and limits of other processes: refused
+        for attack in ("nice", "nice_group", "nice_user", "affinity", "idle", "limit"):
+            assert got[attack] == "EPERM", (attack, got)
+    for own in ("own_nice", "own_affinity", "own_limit"):
+        assert got[own] == "done", (own, got)
     assert got["mem"] in ("EACCES", "EPERM"), got
 
 
