@@ -326,14 +326,9 @@ class Search:
 
 
 def progress_line(k: int, e: Evaluation, best: Evaluation | None) -> str:
-    if e.accepted and e.timing and e.speedup:
-        status = f"{e.timing.median_ms:8.4g} ms  {e.speedup.ratio:5.2f}x  " + ("ok " if e.speedup.claimed else "ok~")
-    elif e.accepted:
-        status = "accepted, untimed"
-    else:
-        status = f"REJECTED {e.verdict.reason.value}"
-    b = f"  | best {best.speedup.ratio:.2f}x" if best and best.speedup else "  | best: baseline"
-    return f"[{k}] {e.candidate.strategy:<52} {status}{b}"
+    """The line printed after a candidate (kernelgate/report.py words it from the records)."""
+    from .report import progress_line as line
+    return line(k, e.to_json(), best.to_json() if best else None)
 
 
 def finalize(search: Search) -> OptimizeResult:

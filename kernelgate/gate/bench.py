@@ -79,8 +79,11 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     if task.floor is not None:
         cond["floor"] = {"seconds": task.floor.floor_s, "bound": task.floor.bound, "machine": task.floor.machine,
                          "derivation": task.floor.derivation}
+    status, message = Status.ACCEPTED, ""
+    if labels and not any(verdicts.get(k) is not None and verdicts[k].accepted and k not in rejected for k in labels):
+        status, message = Status.REJECTED, "no candidate was accepted"
     return BenchResult(ref_spec.path, task.target, device_name(task.device), base_label,
-                       tuple(rows[k] for k in order if k in rows), cond)
+                       tuple(rows[k] for k in order if k in rows), cond, status, message)
 
 
 def _fraction(task: Task, t: Timing) -> float | None:
