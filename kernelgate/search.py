@@ -6,6 +6,8 @@ becomes best only with a claimed speedup over it.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import time
@@ -26,7 +28,7 @@ from .proposers.library import Library
 from .proposers.library.library import REWRITE_FNS, strategy_family
 from .records import Candidate, Evaluation, OptimizeResult, Status, Timing
 from .store import Store
-from .versions import conditions
+from .versions import conditions, software
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +108,37 @@ class Search:
             raise OutOfBudget
 
     # ------------------------------------------------------------ baselines
+    def baseline_key(self) -> str:
+        """What a kept baseline measurement is valid for: this workload (source, inputs, contract), this
+        device, these software versions and this timing configuration."""
+        sw = software()
+        parts = [self.task.hash, self.task.target, device_name(self.task.device), sw.get("torch"), sw.get("triton"),
+                 sw.get("python"), repr(self.scfg.timing), repr(sorted(self.task.contract.assumptions()))]
+        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+
     def baselines(self) -> None:
-        """Build eager and torch.compile workers and time them side by side; both stay alive, so every
-        candidate is timed interleaved with both."""
+        """Eager and torch.compile: built and timed side by side, or read from the store when this workload was
+        measured before on this device with this software; then only the baselines within 10% of the faster
+        stay alive (every candidate is timed interleaved with them, so fewer baselines mean more candidates)."""
         ref = self.task.ref.spec
-        for name in bench_mod.BASELINES:
+        key = self.baseline_key()
+        kept = self.store.baselines(key)
+        names = list(bench_mod.BASELINES)
+        if kept is not None:
+            when, doc = kept
+            self.timings = {k: Timing.from_json(v) for k, v in doc["timings"].items()}
+            self.base_label = doc["faster"]
+            names = self._close_enough(self.timings)
+            msg = (f"baselines from the store (measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))} with "
+                   f"this workload, device and software): " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in
+                                                                        self.timings.items())
+                   + f"; faster: {self.base_label}; building {', '.join(names)} to time candidates against")
+            self.notes.append(msg)
+            self.say(msg)
+        build_s: dict[str, float] = {}
+        for name in names:
             s = Session(self.task, workload.Spec(ref.path, ref.cls), self.cfg, name, trusted=True)
+            t0 = time.monotonic()
             try:
                 self.say(f"baseline {name}: building")
                 s.build(compile_options={} if name == "compile" else None, baseline=True)
@@ -119,18 +146,39 @@ class Search:
             except Rejected as r:
                 s.worker.close()
                 self.notes.append(f"baseline {name} unavailable: {r.check.detail.splitlines()[0]}")
+            build_s[name] = round(time.monotonic() - t0, 2)
         if not self.base_sessions:
             raise RuntimeError("no baseline could be built")
-        self.timings, _ = bench_mod.measure(self.task, dict(self.base_sessions), self.cfg, self.scfg.timing,
-                                            lambda m: None)
-        self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
-        self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
-                 + f"; faster: {self.base_label}")
+        if kept is None or self.base_label not in self.base_sessions:
+            tcfg = self.scfg.timing
+            if self.left() < 0.5 * self.budget.seconds and tcfg.rounds > 2:
+                msg = (f"building the baselines took {sum(build_s.values()):.0f} s of the {self.budget.seconds:.0f} s "
+                       f"budget: measuring them with 2 rounds instead of {tcfg.rounds} (their figures are kept in the "
+                       "store, so the next run of this workload spends its budget on candidates)")
+                self.notes.append(msg)
+                self.say(msg)
+                tcfg = replace(tcfg, rounds=2)
+            self.timings, _ = bench_mod.measure(self.task, dict(self.base_sessions), self.cfg, tcfg, lambda m: None)
+            self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
+            self.store.put_baselines(key, {"timings": {k: t.to_json() for k, t in self.timings.items()},
+                                           "faster": self.base_label, "build_s": build_s})
+            self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
+                     + f"; faster: {self.base_label}")
+            for name in [n for n in self.base_sessions if n not in self._close_enough(self.timings)]:
+                self.base_sessions.pop(name).worker.close()
+                self.notes.append(f"baseline {name} ({self.timings[name].median_ms:.4g} ms) is more than 10% slower "
+                                  f"than {self.base_label}: candidates are timed against {self.base_label} alone")
         if self.scfg.profile:
             self.base_insight = insight.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
             if self.base_insight:
                 self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
                 self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
+
+    def _close_enough(self, timings: dict[str, Timing]) -> list[str]:
+        """The baselines within 10% of the faster one's median (the others cannot be the faster baseline of a
+        later measurement by more than noise)."""
+        best = min(t.median_ms for t in timings.values())
+        return [k for k in bench_mod.BASELINES if k in timings and timings[k].median_ms <= 1.1 * best]
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, c: Candidate) -> Evaluation:
@@ -150,7 +198,9 @@ class Search:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
         spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
-        verdict, s = judge_session(self.task, spec, self.cfg, self.spares)
+        # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
+        cfg = replace(self.cfg, build_timeout=max(10.0, min(self.cfg.build_timeout, self.left() - self.reserve_s())))
+        verdict, s = judge_session(self.task, spec, cfg, self.spares)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
@@ -186,6 +236,14 @@ class Search:
         claimed = sorted((e for e in self.history if e.accepted and e.speedup is not None and e.speedup.claimed),
                          key=lambda e: -e.speedup.ratio)
         for e in claimed[:self.scfg.confirm_tries]:
+            # the emitted module's own check follows: keep its time too, within the budget plus 10%
+            need = self.cost.get(e.candidate.id, self._avg_s()) + e.verdict.seconds
+            if self.left() + 0.1 * self.budget.seconds < need:
+                msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but no time is left to confirm "
+                       f"it ({need:.0f} s needed, {max(self.left(), 0):.0f} s left): not kept")
+                self.notes.append(msg)
+                self.say(msg)
+                break
             self.say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
             fresh = self._judge_and_time(e.candidate, self.scfg.confirm_timing or self.scfg.timing, profile=False)
             sp = fresh.speedup

@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS candidates (
     created REAL NOT NULL,
     PRIMARY KEY (run_id, candidate_id)
 );
+CREATE TABLE IF NOT EXISTS baselines (
+    key TEXT PRIMARY KEY,             -- workload hash, device, software versions, timing configuration
+    created REAL NOT NULL,
+    payload TEXT NOT NULL             -- {"timings": {label: Timing.to_json()}, "faster": label, "build_s": {...}}
+);
 """
 
 
@@ -121,6 +126,18 @@ class Store:
                 (run_id, seq, e.candidate.id, e.candidate.strategy, e.candidate.parent, e.candidate.generation,
                  e.verdict.status.value, e.verdict.reason.value, e.timing.median_ms if e.timing else None,
                  e.speedup.ratio if e.speedup else None, json.dumps(e.to_json()), time.time()))
+
+    def put_baselines(self, key: str, payload: dict[str, Any]) -> None:
+        """Keep a baseline measurement for later runs of the same workload on the same device and software."""
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO baselines (key, created, payload) VALUES (?, ?, ?)",
+                       (key, time.time(), json.dumps(payload)))
+
+    def baselines(self, key: str) -> tuple[float, dict[str, Any]] | None:
+        """(when it was measured, the payload) of a kept baseline measurement, or None."""
+        with self._connect() as db:
+            r = db.execute("SELECT created, payload FROM baselines WHERE key = ?", (key,)).fetchone()
+        return (float(r[0]), json.loads(r[1])) if r else None
 
     def evaluations(self, run_id: str) -> list[dict[str, Any]]:
         """Evaluations of a run in the order they were made (Evaluation.to_json() documents)."""

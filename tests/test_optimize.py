@@ -244,3 +244,26 @@ def test_expected_cost_follows_the_strategy_kind():
     s.durations, s.cost = [40.0, 4.0], {"a": 40.0, "b": 4.0}
     assert s.expected_s(Candidate("c", "rewrite:fold-bn + runtime:compile(mode=reduce-overhead)", "")) == 40.0
     assert s.expected_s(Candidate("d", "runtime:cudagraph(outputs=in-place)", "")) == 22.0       # the average
+
+
+def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path):
+    d, ref, store, first, _ = run
+    lines = []
+    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(tmp_path / "again"), store=store,
+                       progress=lines.append, search_config=FAST)
+    assert any(line.startswith("baselines from the store") for line in lines), lines
+    stored = next(line for line in lines if line.startswith("baselines from the store"))
+    built = [line.split(":")[0][len("baseline "):] for line in lines if line.endswith(": building")]
+    assert built and stored.endswith("building " + ", ".join(built) + " to time candidates against"), lines
+    assert res.eager.samples_ms == first.eager.samples_ms      # the kept measurement, not a new one
+    assert any("baselines from the store" in n for n in res.notes)
+
+
+def test_wall_time_stays_within_the_budget(tmp_path, write):
+    import time
+    ref = write("p.py", PROJ)
+    t0 = time.monotonic()
+    api.optimize(ref, budget=40, max_candidates=64, out=str(tmp_path / "o"), store=str(tmp_path / "s.sqlite"),
+                 search_config=FAST)
+    wall = time.monotonic() - t0
+    assert wall <= 40 * 1.1, wall
