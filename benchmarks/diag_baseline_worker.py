@@ -26,10 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelgate import insight, workload  # noqa: E402
+from kernelgate import workload  # noqa: E402
 from kernelgate.config import GateConfig, TimingConfig  # noqa: E402
 from kernelgate.gate.bench import measure  # noqa: E402
 from kernelgate.gate.judge import Session, prepare  # noqa: E402
+from kernelgate.profiling import summary as insight  # noqa: E402
 from kernelgate.records import Contract  # noqa: E402
 from kernelgate.search import SearchConfig  # noqa: E402
 from kernelgate.versions import conditions  # noqa: E402

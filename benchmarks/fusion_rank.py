@@ -5,7 +5,7 @@
 DIR holds one folder per suite workload with optimize's result.json (optimize_suite.py --out DIR).
 Two predictions are compared with measured savings (eager time minus the candidate's time, both from
 the same optimize run):
-  per candidate: bottleneck.strategy_fusions, what each generated-kernel strategy fuses in that workload
+  per candidate: fusion_estimates.strategy_fusions, what each generated-kernel strategy fuses in that workload
                  (pointwise groups, GEMM epilogues, GEMM output kept on chip), against the fastest
                  accepted variant of that strategy;
   whole forward: the whole forward fused into one kernel, against the fastest generated-kernel candidate.
@@ -27,7 +27,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelgate import bottleneck, targets  # noqa: E402
+from kernelgate import targets  # noqa: E402
+from kernelgate.profiling.fusion import fusion_estimate, whole_forward  # noqa: E402
+from kernelgate.proposers.library.fusion_estimates import strategy_fusions  # noqa: E402
 from kernelgate.proposers.library.library import strategy_family as family  # noqa: E402
 
 SUITE = ROOT / "benchmarks" / "suite"
@@ -95,13 +97,13 @@ def main() -> int:
         timed = [e for e in doc["evaluations"] if e.get("timing") and e["verdict"]["status"] == "accepted"
                  and " + " not in e["candidate"]["strategy"]]
         model, inputs = _load(name)
-        for strat, fusion in bottleneck.strategy_fusions(model, inputs).items():
+        for strat, fusion in strategy_fusions(model, inputs).items():
             mine = [e for e in timed if family(e["candidate"]["strategy"]) == strat]
             if not mine:
                 continue
             best = min(mine, key=lambda e: e["timing"]["median_ms"])
-            est = bottleneck.fusion_estimate(fusion, machine).measured(eager_ms * 1e-3,
-                                                                       best["timing"]["median_ms"] * 1e-3)
+            est = fusion_estimate(fusion, machine).measured(eager_ms * 1e-3,
+                                                            best["timing"]["median_ms"] * 1e-3)
             rows.append({"workload": name, "strategy": strat, "candidate": best["candidate"]["strategy"],
                          "eager_ms": eager_ms, "candidate_ms": best["timing"]["median_ms"],
                          "predicted_saving_ms": est.predicted_s * 1e3, "measured_saving_ms": est.measured_s * 1e3,
@@ -109,14 +111,14 @@ def main() -> int:
         fused = [e for e in timed if e["candidate"]["strategy"].startswith(GENERATED)]
         if fused:
             best = min(fused, key=lambda e: e["timing"]["median_ms"])
-            whole = bottleneck.fusion_estimate(bottleneck.whole_forward(model, inputs), machine)
+            whole = fusion_estimate(whole_forward(model, inputs), machine)
             whole_rows.append({"workload": name, "candidate": best["candidate"]["strategy"], "eager_ms": eager_ms,
                                "candidate_ms": best["timing"]["median_ms"],
                                "predicted_saving_ms": whole.predicted_s * 1e3,
                                "measured_saving_ms": eager_ms - best["timing"]["median_ms"]})
     doc = {"command": "benchmarks/fusion_rank.py " + " ".join(sys.argv[1:]), "machine": machine.name,
            "bandwidth": machine.bandwidth,
-           "per_candidate": {"what": "each generated-kernel strategy's own fusion (bottleneck.strategy_fusions), "
+           "per_candidate": {"what": "each generated-kernel strategy's own fusion (fusion_estimates.strategy_fusions), "
                                      "best variant per workload and strategy",
                              "n": len(rows), "spearman_rho": _ranked(rows), "rows": rows},
            "whole_forward": {"what": "the whole forward fused into one kernel, against the fastest generated-kernel "

@@ -11,7 +11,7 @@ Three pairs are profiled through `api.profile` (reference and candidate each in 
 - 48 small adds on 4096 elements (launch-bound expected) vs one Triton kernel doing them all.
 
 For each implementation the script then runs the same model in this process under torch.profiler
-and reads kernel names from `prof.events()` (FunctionEvents, not the chrome trace that launches.py
+and reads kernel names from `prof.events()` (FunctionEvents, not the chrome trace that profiling/launches.py
 parses), and checks that the kernel names and counts per forward match the launch records. It writes
 one JSON document with the conditions, every report, and the checks; exit code 1 when a check fails.
 """

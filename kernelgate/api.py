@@ -95,14 +95,57 @@ def profile(ref: str, cand: str | None = None, *, target: str = "cpu", contract:
             inputs: str | None = None, config: GateConfig | None = None, warmup: int = 3, forwards: int = 5):
     """Roofline floor, launch records, bottleneck line and machine-code fingerprint of the reference and
     (optionally) a candidate, each profiled in its own worker; plus the distance of the two fingerprints.
-    Returns a launches.Report (not a verification: run verify for that)."""
-    from . import launches
+    Returns a profiling.records.Report (not a verification: run verify for that). A reference that cannot
+    be profiled is a task error."""
+    from . import targets
+    from .gate.judge import device_name
+    from .profiling import fingerprint, fusion
+    from .profiling.records import Report
     if warmup < 0 or forwards < 1:
         raise KernelgateError(f"profile needs warmup >= 0 and forwards >= 1 (got {warmup}, {forwards})")
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand) if cand else None
     task = prepare(spec, target, _contract(contract))
-    return launches.run(task, cand_spec, config or gate_config(), warmup=warmup, forwards=forwards)
+    cfg = config or gate_config()
+    ref_spec = workload.Spec(task.ref.spec.path, task.ref.spec.cls)
+    ref_side = _profile_side(task, ref_spec, cfg, "reference", True, warmup, forwards)
+    if ref_side.error or ref_side.profile is None:
+        raise KernelgateError(f"profiling the reference failed: {ref_side.error}", Reason.TASK_LOAD)
+    machine = targets.machine(task.device)
+    try:
+        whole = fusion.whole_forward(task.oracle.model, task.given, ref_side.profile.kernels_per_forward)
+        ref_side = dataclasses.replace(ref_side, fusion=fusion.fusion_estimate(whole, machine))
+    except Exception as e:  # noqa: BLE001 - the estimate is a hint; the profile stands without it
+        ref_side = dataclasses.replace(ref_side, profile=dataclasses.replace(
+            ref_side.profile, notes=ref_side.profile.notes + (f"no fusion estimate: {type(e).__name__}: {e}",)))
+    side = dist = None
+    if cand_spec is not None:
+        side = _profile_side(task, cand_spec, cfg, "candidate", False, warmup, forwards)
+        if side.fingerprint is not None and ref_side.fingerprint is not None:
+            dist = fingerprint.distance(ref_side.fingerprint, side.fingerprint)
+    return Report(task.ref.spec.path, task.target, device_name(task.device), machine.name, task.floor, ref_side,
+                  side, dist)
+
+
+def _profile_side(task, spec: workload.Spec, cfg: GateConfig, label: str, trusted: bool, warmup: int,
+                  forwards: int):
+    """One implementation profiled in a gate session's worker of its own: launch records, bottleneck line,
+    fingerprint (a profiling.records.Side; a rejected build or a failed profile is its error)."""
+    from .gate.judge import Rejected, Session
+    from .profiling import bottleneck, fingerprint, launches
+    from .profiling.records import Side
+    session = Session(task, spec, cfg, label, trusted=trusted)
+    try:
+        prof, arts = launches.profile_session(session, task.given, warmup=warmup, forwards=forwards,
+                                              artifacts=not task.device.startswith("cpu"), baseline=trusted)
+    except Rejected as r:
+        return Side(label, spec.path, spec.cls, error=f"{r.check.name}: {r.check.detail.splitlines()[0]}"
+                    if r.check.detail else r.check.name)
+    except ValueError as e:
+        return Side(label, spec.path, spec.cls, error=f"profile: {e}")
+    finally:
+        session.worker.close()
+    return Side(label, spec.path, spec.cls, prof, bottleneck.classify(task.floor, prof), fingerprint.build(prof, arts))
 
 
 def runs(limit: int = 20, store: Store | str | None = None) -> list[Row]:

@@ -243,7 +243,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def _us(us: float) -> str:
     """Microseconds in a readable unit: 12 us, 142 ms, 3.1 s."""
-    from .roofline import _secs
+    from .profiling.roofline import _secs
     return _secs(us * 1e-6)
 
 

@@ -269,7 +269,7 @@ class Evaluation:
     timing: Timing | None = None
     baseline: Timing | None = None     # the baseline measured interleaved with it
     speedup: Speedup | None = None
-    insight: dict[str, Any] | None = None   # bottleneck line, launch summary, fingerprint (insight.py)
+    insight: dict[str, Any] | None = None   # bottleneck line, launch summary, fingerprint (profiling/summary.py)
 
     @property
     def accepted(self) -> bool:

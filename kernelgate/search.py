@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 
-from . import insight, workload
+from . import workload
 from .config import GateConfig, TimingConfig
 from .gate import bench as bench_mod
 from .gate.judge import Rejected, Session, Task, device_name, judge_session, worker_limits
 from .sandbox import Spares
 from .gate import timing
 from .graph import analyse
+from .profiling import summary
 from .proposers import Context
 from .proposers.library import Library
 from .proposers.library.library import REWRITE_FNS, strategy_family
@@ -71,7 +72,7 @@ class Search:
         self.durations: list[float] = []           # seconds per evaluation, to plan within the budget
         self.cost: dict[str, float] = {}            # candidate id -> seconds its evaluation took
         self.base_insight: dict | None = None       # the faster baseline's profile summary
-        self.estimates: dict = {}                     # strategy -> bottleneck.FusionEstimate
+        self.estimates: dict = {}                     # strategy -> profiling.fusion.FusionEstimate
         self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
         self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
         self.confirm_ran = False
@@ -169,7 +170,7 @@ class Search:
                 self.notes.append(f"baseline {name} ({self.timings[name].median_ms:.4g} ms) is more than 10% slower "
                                   f"than {self.base_label}: candidates are timed against {self.base_label} alone")
         if self.scfg.profile:
-            self.base_insight = insight.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
+            self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
             if self.base_insight:
                 self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
                 self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
@@ -210,7 +211,7 @@ class Search:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
-                    found = insight.try_observe(s, self.notes, c.strategy) if profile else None
+                    found = summary.try_observe(s, self.notes, c.strategy) if profile else None
                     family = strategy_family(c.strategy)
                     if family in self.estimates and " + " not in c.strategy:
                         pred = self.predicted_ms().get(family)
@@ -280,9 +281,12 @@ class Search:
                        baseline_ms=base.median_ms if base else None, predicted_ms=self.predicted_ms())
 
     def fusion_estimates(self) -> None:
-        """What each generated-kernel strategy would save on this machine (bottleneck.strategy_fusions),
-        from the reference's graph on meta tensors; recorded next to each candidate's measurement."""
-        from . import bottleneck, targets
+        """What each generated-kernel strategy would save on this machine: what the strategy library says
+        each fuses (proposers/library/fusion_estimates.py), priced by profiling/fusion.py, from the
+        reference's graph on meta tensors; recorded next to each candidate's measurement."""
+        from . import targets
+        from .profiling import fusion
+        from .proposers.library.fusion_estimates import strategy_fusions
         import torch
         try:
             try:        # built on the meta device: no copy of the weights
@@ -290,9 +294,8 @@ class Search:
                     model = self.task.ref.cls(*self.task.ref.init_inputs).eval()
             except Exception:  # noqa: BLE001 - a constructor that needs real tensors: copy the reference
                 model = self.task.oracle.model
-            fusions = bottleneck.strategy_fusions(model, self.task.given)
-            machine = targets.machine(self.task.device)
-            self.estimates = {k: bottleneck.fusion_estimate(f, machine) for k, f in fusions.items()}
+            self.estimates = fusion.strategy_estimates(strategy_fusions, model, self.task.given,
+                                                       targets.machine(self.task.device))
         except Exception as e:  # noqa: BLE001 - an estimate is a hint; the search runs without it
             self.notes.append(f"no fusion estimates: {type(e).__name__}: {e}")
             self.estimates = {}
@@ -396,7 +399,7 @@ def finalize(search: Search) -> OptimizeResult:
     eager, compiled = search.timings.get("eager"), search.timings.get("compile")
     # fingerprint distance of every profiled candidate to the best one (or to the kept baseline)
     anchor = best.insight if best is not None else search.base_insight
-    history = tuple(replace(e, insight={**e.insight, "distance_to_best": insight.distance(e.insight, anchor)})
+    history = tuple(replace(e, insight={**e.insight, "distance_to_best": summary.distance(e.insight, anchor)})
                     if e.insight else e for e in search.history)
     best = next((h for h, e in zip(history, search.history) if e is best), best)
     if best is not None and best.insight and anchor is not None:

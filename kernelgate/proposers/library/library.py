@@ -376,7 +376,7 @@ PRIORS: dict[str, float] = {
 }
 
 
-# What a refiner stacks first on a parent, by the parent's bottleneck (insight.py "bound"): multiplies PRIORS.
+# What a refiner stacks first on a parent, by the parent's bottleneck (profiling/summary.py "bound"): multiplies PRIORS.
 BOOSTS: dict[str, dict[str, float]] = {
     "launch": {"runtime:cudagraph": 2.0, "runtime:compile": 1.5, "triton:pointwise": 1.3, "cpp:pointwise": 1.3},
     "latency": {"runtime:cudagraph": 1.8, "runtime:compile": 1.3},
@@ -394,7 +394,7 @@ def refine_weight(name: str, bound: str) -> float:
     return PRIORS.get(name, 1.0) * BOOSTS.get(bound, {}).get(name, 1.0)
 
 
-# Strategies whose fusion estimate (bottleneck.strategy_fusions) ranked measured savings on the H200
+# Strategies whose fusion estimate (fusion_estimates.strategy_fusions) ranked measured savings on the H200
 # suite (benchmarks/results/fusion_rank_h200.json); for GEMM replacements it did not (no term for the
 # replaced kernel's efficiency), so their order stays the prior's.
 ESTIMATE_TRUSTED = ("triton:pointwise", "cpp:pointwise", "triton:gemm-epilogue")

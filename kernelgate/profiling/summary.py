@@ -1,8 +1,10 @@
-"""Signals about a verified candidate for the search and the report, from its live worker.
+"""Summary of a profile for the search and the report: signals about a verified candidate, from its worker.
 
 After a candidate is accepted and timed, the search profiles it where it was timed (a few forwards
 under torch.profiler: launches.py), classifies its bottleneck (bottleneck.py) and takes its
-machine-code fingerprint (fingerprint.py). The record is a plain dict on the Evaluation:
+machine-code fingerprint (fingerprint.py). The session is the search's (a `gate.judge.Session` whose
+worker holds the built candidate), passed in: nothing here imports the gate or the search. The record
+is a plain dict on the Evaluation:
 
     {"bound": "memory", "bottleneck": "memory-bound: ...", "kernels_per_forward": 7.0,
      "gap_share": 0.12, "forward_us": 331.0, "fingerprint": {...}, "distance_to_best": {...}}

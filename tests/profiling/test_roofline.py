@@ -5,8 +5,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from kernelgate import roofline, targets
-from kernelgate.roofline import Work
+from kernelgate import targets
+from kernelgate.profiling import roofline
+from kernelgate.profiling.roofline import Work
 
 
 @pytest.fixture(autouse=True)
