@@ -50,6 +50,9 @@ _settrace = sys.settrace
 _basename = os.path.basename
 _local = threading.local()
 _BUILTIN_NAMES = frozenset(vars(builtins))
+#: names the harness uses only before any candidate code runs, which libraries replace when loaded lazily
+#: (torch._dynamo wraps torch.manual_seed on import)
+_UNWATCHED = {"torch": {"manual_seed"}}
 
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _DENY_ALWAYS = {
@@ -98,9 +101,8 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
             tuple(sorted(r.rstrip(os.sep) + os.sep for r in stdlib)))
 
 
-def _genuine(source: Any, filename: str) -> bool:
-    """The source compiled under a library's file name is that file's own text (an import compiling a
-    module that has no bytecode cache), not code that borrows its name."""
+def _same_text(source: Any, filename: str) -> bool:
+    """The source is that file's own text."""
     try:
         with open(filename, "rb") as f:
             real = f.read()
@@ -166,9 +168,46 @@ class Guard:
 
     # ------------------------------------------------------------ the hook
     def _claims_trusted(self, filename: Any) -> bool:
-        if not isinstance(filename, str):
+        """The name passes for a library's file, as written (the prefix test the origin check makes) or once
+        normalised (`kernelgate/../../tmp/x.py` is both a trusted prefix and a file elsewhere)."""
+        try:
+            name = os.fsdecode(filename)
+        except TypeError:
             return False
-        return self._trusted_file(os.path.abspath(filename)) or self._library_file(filename)
+        return (self._trusted_file(name) or self._library_file(name)
+                or self._trusted_file(os.path.abspath(name)) or self._library_file(os.path.abspath(name)))
+
+    def _genuine(self, source: Any, filename: Any) -> bool:
+        """Source compiled under a library's file name is that file's own text, and the name is the file's
+        plain absolute path (an import compiling a module that has no bytecode cache)."""
+        name = os.fsdecode(filename)
+        if name != os.path.normpath(name) or not os.path.isabs(name):
+            return False
+        if not (self._trusted_file(name) or self._library_file(name)):
+            return False
+        return _same_text(source, name)
+
+    def _import_path(self) -> str | None:
+        """The file the import system is loading, when the audited event comes from it (a loader's
+        get_code or exec_module frame on the stack), else None."""
+        f = _getframe(1)
+        while f is not None:
+            code = f.f_code
+            if code.co_filename.startswith("<frozen importlib._bootstrap") and code.co_name in ("get_code", "exec_module"):
+                loader = f.f_locals.get("self")
+                path = getattr(loader, "path", None)
+                return path if isinstance(path, str) else None
+            f = f.f_back
+        return None
+
+    def _loaded_from_library(self, code: Any) -> bool:
+        """A code object that claims a library's file may run only when the import system loaded it from a
+        file under the trusted roots (read-only to the candidate)."""
+        path = self._import_path()
+        if path is None:
+            return False
+        real = os.path.realpath(path)
+        return self._trusted_file(real) or self._library_file(real)
 
     def _verdict(self, event: str, args: tuple) -> str | None:
         """What the event would give candidate code, or None when it is harmless whoever asks."""
@@ -192,9 +231,17 @@ class Guard:
                 return f"the interpreter's or the C library's symbol {args[1] if len(args) > 1 else '?'} (ctypes)"
             return None
         if event == "compile":
-            if len(args) > 1 and self._claims_trusted(args[1]) and not _genuine(args[0], args[1]):
+            if len(args) > 1 and self._claims_trusted(args[1]) and not self._genuine(args[0], args[1]):
                 return f"code compiled as {args[1]!r} (a library's file)"
             return None
+        if event in ("exec", "function.__new__"):
+            code = args[0] if args else None
+            fn = getattr(code, "co_filename", None)
+            if fn is not None and self._claims_trusted(fn) and not self._loaded_from_library(code):
+                return f"a code object claiming {fn!r} run ({event})"
+            return None
+        if event in ("marshal.loads", "marshal.load"):
+            return None if self._import_path() is not None else "code objects from bytes (marshal)"
         if event == "code.__new__":
             return f"a code object claiming {args[1]!r}" if len(args) > 1 and self._claims_trusted(args[1]) else None
         return None
@@ -202,7 +249,7 @@ class Guard:
     def hook(self, event: str, args: tuple) -> None:
         if getattr(_local, "busy", False):
             return
-        if not (event in _DENY_ALWAYS or event.startswith(("object.", "ctypes.", "compile", "code."))):
+        if not (event in _DENY_ALWAYS or event.startswith(("object.", "ctypes.", "compile", "code.", "exec", "function.", "marshal."))):
             return
         _local.busy = True
         try:
@@ -239,6 +286,7 @@ class Guard:
                 keys = (used & set(d)) | (_names_used([m]) & _BUILTIN_NAMES)
             else:
                 keys = used & set(d)
+            keys -= _UNWATCHED.get(name, set())
             keys = tuple(sorted(keys))
             self._namespaces.append((name, d, keys, list(map(d.get, keys))))
         self._modes = modes
@@ -247,24 +295,12 @@ class Guard:
         """None when nothing the harness runs on was replaced; else one line saying what was."""
         for name, d, keys, values in self._namespaces:
             if not all(map(_is, map(d.get, keys), values)):
-                for i, k in enumerate(keys):
-                    new = d.get(k)
-                    if new is values[i]:
-                        continue
-                    if not self._library_wrapper(new, values[i]):
-                        return f"candidate code changed {name}.{k} (the harness's code looks it up there)"
-                    values[i] = new
+                changed = next(k for k, v in zip(keys, values) if d.get(k) is not v)
+                return f"candidate code changed {name}.{changed} (the harness's code looks it up there)"
         for count in self._modes:
             if count():
                 return "forward returned with a torch function or dispatch mode still active"
         return None
-
-    def _library_wrapper(self, new: Any, old: Any) -> bool:
-        """A library's own wrapper around the same object (torch._dynamo, imported lazily, replaces
-        torch.manual_seed by a wrapper that calls the original): the original still runs, so it is kept."""
-        code = getattr(new, "__code__", None)
-        return (old is not None and getattr(new, "__wrapped__", None) is old and code is not None
-                and self._trusted_file(code.co_filename))
 
     def _tracer(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and self._intruder is None:

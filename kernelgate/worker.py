@@ -31,18 +31,29 @@ from .guard import Guard  # noqa: E402
 _CUDA_SYNC = torch.cuda.synchronize
 
 
+# read through torch's C getters, bound now: a candidate that replaces the Python-level getters (torch.backends,
+# torch.get_float32_matmul_precision) changes nothing here
+_C = torch._C
+_FLAG_GETTERS = (_C._get_cublas_allow_tf32, _C._get_cudnn_allow_tf32, _C._get_float32_matmul_precision,
+                 _C._get_cublas_allow_fp16_reduced_precision_reduction,
+                 _C._get_cublas_allow_bf16_reduced_precision_reduction, torch.get_default_dtype, torch.get_num_threads)
+
+
+def _first(v: Any) -> bool:
+    return bool(v[0]) if isinstance(v, tuple) else bool(v)
+
+
 def numerics_flags() -> dict[str, Any]:
     """Global settings that change numerical results."""
+    tf32, cudnn, prec, fp16, bf16, dtype, threads = _FLAG_GETTERS
     return {
-        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction":
-            bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction":
-            bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
-        "default_dtype": str(torch.get_default_dtype()),
-        "num_threads": torch.get_num_threads(),
+        "cuda.matmul.allow_tf32": bool(tf32()),
+        "cudnn.allow_tf32": bool(cudnn()),
+        "float32_matmul_precision": str(prec()),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": _first(fp16()),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": _first(bf16()),
+        "default_dtype": str(dtype()),
+        "num_threads": int(threads()),
     }
 
 
@@ -234,9 +245,17 @@ class Harness:
             return tampered
         return {"ok": True, "observations": self.observations()}
 
-    def _tampered(self) -> dict | None:
-        """The error reply when candidate code replaced what the harness runs on (kernelgate/guard.py)."""
+    def _tampered(self, *tensors: Any) -> dict | None:
+        """The error reply when candidate code replaced what the harness runs on (kernelgate/guard.py), or
+        gave a tensor the harness is about to use (an input buffer of its own, an output) instance
+        attributes: they would shadow the methods the harness calls on it (`detach`, `reshape`, ...)."""
         why = self.guard.integrity() if self.guard is not None else None
+        if not why and self.guard is not None:
+            for t in _tensors(tensors):
+                if vars(t):
+                    why = (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(vars(t)))[:200]})"
+                           ": they would shadow its methods")
+                    break
         return {"error": "introspection", "message": why} if why else None
 
     def _open(self) -> None:
@@ -274,7 +293,7 @@ class Harness:
             out = self.model(*xs)
         self.sync()
         self._open()
-        tampered = self._tampered()
+        tampered = self._tampered(xs, out)
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
             desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
@@ -352,7 +371,7 @@ class Harness:
 
         def after(index: int, xs: list[Any], out: Any, sample: float) -> None:
             self._open()
-            tampered = self._tampered()
+            tampered = self._tampered(xs, out)
             desc = self._describe(out, self._storages(xs), self.device)
             outs = desc.get("tensors", [])
             reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
@@ -484,6 +503,19 @@ class _Refused(Exception):
         self.desc = desc
 
 
+def _tensors(objs: Any) -> list[torch.Tensor]:
+    """The tensors in (nested tuples/lists of) objects."""
+    out: list[torch.Tensor] = []
+    stack = list(objs)
+    while stack:
+        o = stack.pop()
+        if isinstance(o, torch.Tensor):
+            out.append(o)
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+    return out
+
+
 def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     """(namespaces, code): the modules and classes in which the harness's code looks names up at call time,
     and the modules whose code that is (kernelgate/guard.py watches every such name: neither module nor
@@ -494,7 +526,7 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     # this module is __main__ in a worker process (python -m kernelgate.worker)
     ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.gate.timing", "kernelgate.wire",
                                       "kernelgate.guard")]
-    spaces: list[Any] = [torch, torch.cuda, sys.modules["builtins"], *std, *ours,
+    spaces: list[Any] = [torch, torch._C, torch.cuda, sys.modules["builtins"], *std, *ours,
                          torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder]
     for m in ours:
         spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]

@@ -42,6 +42,9 @@ def _run(tmp_path: Path, candidate: str, driver: str) -> str:
     "setattr(getattr(torch.nn.functional.relu, '__wrapped__', torch.nn.functional.relu), '__code__', (lambda: 0).__code__)",
     "exec(compile('x = 1', torch.__file__, 'exec'), {})",
     "(lambda: 0).__code__.replace(co_filename=torch.__file__)",
+    "compile('x = 1', __import__('os').path.dirname(torch.__file__) + '/../../../../tmp/x.py', 'exec')",
+    "__import__('marshal').loads(__import__('marshal').dumps(compile('x = 1', 'x.py', 'exec')))",
+    "__import__('types').FunctionType(torch.nn.functional.relu.__code__, {})",
 ])
 def test_candidate_code_is_refused(tmp_path, expr):
     out = _run(tmp_path, f"""
