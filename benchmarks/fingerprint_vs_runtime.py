@@ -3,7 +3,7 @@
     python benchmarks/fingerprint_vs_runtime.py --results DIR [DIR ...] --out FILE
 
 Each DIR holds optimize outputs: DIR/result.json, or DIR/<workload>/result.json (optimize_suite.py --out).
-For every workload, the timed candidates whose profile carries `distance_to_best` (insight.py) give pairs
+For every workload, the timed candidates whose profile carries `distance_to_best` (profiling/summary.py) give pairs
 (distance, time / best time). Reported: Spearman's rho per workload (3+ candidates) and pooled over all
 pairs, and how often a candidate near the best in code (distance <= 0.1) was not near it in time
 (> 1.1x): where the signal misleads.
