@@ -1,7 +1,7 @@
 """Task admission: trivial mutants go through the same check first; if one passes, the task is degenerate."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -25,53 +25,58 @@ def output_means(runs: Runs) -> list[float]:
     return [float(g.double().nan_to_num().mean()) if g.numel() else 0.0 for g in runs.oracle]
 
 
-def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None = None) -> dict[str, list[torch.Tensor]]:
-    """Outputs of the trivial mutants on one trial's inputs. The constant mutant fills each output with
-    `means` (taken from another trial's outputs; this trial's own when not given)."""
+def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None):
+    """The trivial mutants on one trial's inputs, one at a time as (name, outputs) (only one mutant's outputs
+    are alive at once: a task's outputs can take much of the device). The constant mutant fills each output
+    with `means` (taken from another trial's outputs) and is skipped without them."""
     task = runs.task
-    means = output_means(runs) if means is None else means
-    out: dict[str, list[torch.Tensor]] = {
-        "zeros": [torch.zeros_like(b) for b in task],
-        "constant at the mean": [torch.full_like(b, m if b.is_floating_point() else round(m)) for b, m in zip(task, means)],
-    }
+    yield "zeros", [torch.zeros_like(b) for b in task]
+    if means is not None:
+        yield "constant at the mean", [torch.full_like(b, m if b.is_floating_point() else round(m))
+                                       for b, m in zip(task, means)]
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
     if len(task) == 1 and tensors and tensors[0].shape == task[0].shape:
-        out["input passthrough"] = [tensors[0].to(task[0].dtype).to(task[0].device)]
+        yield "input passthrough", [tensors[0].to(task[0].dtype).to(task[0].device)]
     low = lower_precision(oracle)
     if low is not None:
         name, dt = low
-        out[f"reference in {name}"] = [r.to(b.dtype) for r, b in zip(oracle.run_as(dt, xs), task)]
-    return out
+        yield f"reference in {name}", [r.to(b.dtype) for r, b in zip(oracle.run_as(dt, xs), task)]
 
 
-def admit(oracle: Oracle, trials: list[tuple[list[Any], Runs]]) -> Check:
+def admit(oracle: Oracle, trials: Iterable[tuple[list[Any], Runs]]) -> Check:
     """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission.
 
     Degenerate means a trivial output passes across trials: the constant mutant of each trial is the mean of
     the previous trial's outputs (trials draw from different distributions), never of the outputs it is
-    compared with, which a 0-dim output (a loss) would match exactly without the task being trivial."""
-    passing = None
-    means = [output_means(runs) for _, runs in trials]
-    per_trial = [mutants(oracle, xs, runs, means[j - 1] if len(trials) > 1 else None)
-                 for j, (xs, runs) in enumerate(trials)]
+    compared with, which a 0-dim output (a loss) would match exactly without the task being trivial; so it
+    is tried from the second trial on. Trials are taken one at a time and each is dropped before the next
+    (inputs, oracle outputs and one mutant's outputs are what is alive at once)."""
+    passes: dict[str, bool] = {}         # mutant -> passed every trial it was tried on
+    same: dict[str, bool] = {}           # mutant -> bit-identical to the reference on every trial
+    seen: list[str] = []
+    means: list[float] | None = None
+    first_scale = None
+    for xs, runs in trials:
+        tols = [correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
+                for k, (g, b) in enumerate(zip(runs.oracle, runs.task))]
+        for name, outs in mutants(oracle, xs, runs, means):
+            if name not in seen:
+                seen.append(name)
+            same[name] = same.get(name, True) and all(bit_equal(a, b) for a, b in zip(outs, runs.task))
+            ok = all(correctness.compare(c, g, b, tol, name).ok for c, g, b, tol in zip(outs, runs.oracle, runs.task, tols))
+            passes[name] = passes.get(name, True) and ok
+            del outs
+        if first_scale is None:
+            g = runs.oracle[0].double()
+            first_scale = float(g[torch.isfinite(g)].abs().max()) if g.numel() and torch.isfinite(g).any() else 0.0
+        means = output_means(runs)
+        del xs, runs
     # a "mutant" identical to the reference on every trial changes nothing (e.g. a bf16 run of a model that
     # casts to fp32 itself): it is not a mutant of this task
-    names = [n for n in per_trial[0]
-             if not (n.startswith("reference in") and all(
-                 n in m and all(bit_equal(a, b) for a, b in zip(m[n], runs.task))
-                 for m, (_, runs) in zip(per_trial, trials)))]
-    tols = [[correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
-             for k, (g, b) in enumerate(zip(runs.oracle, runs.task))] for _, runs in trials]
-    for name in names:
-        if all(name in muts and all(correctness.compare(c, g, b, tol, name).ok
-                                    for c, g, b, tol in zip(muts[name], runs.oracle, runs.task, trial_tols))
-               for (_, runs), muts, trial_tols in zip(trials, per_trial, tols)):
-            passing = name
-            break
+    names = [n for n in seen if not (n.startswith("reference in") and same.get(n))]
+    passing = next((n for n in names if passes.get(n)), None)
     if passing:
-        g = trials[0][1].oracle[0].double()
-        scale = float(g[torch.isfinite(g)].abs().max()) if g.numel() else 0.0
         return Check("task admission", False,
-                     f"degenerate task: the '{passing}' mutant passes the check (max |output| {scale:.3g}); "
+                     f"degenerate task: the '{passing}' mutant passes the check (max |output| {first_scale:.3g}); "
                      "fix the task's inputs or outputs before trusting any candidate")
     return Check("task admission", True, f"{len(names)} trivial mutants rejected ({', '.join(names)})")

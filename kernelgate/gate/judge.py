@@ -97,12 +97,13 @@ def prepare(spec: workload.Spec, target: str, contract: Contract) -> Task:
             raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
     out = oracle.probe(given)
     rng = torch.Generator().manual_seed(secrets.randbits(62))
-    trials = []
-    for kind in ("given", "normal", "wide"):
-        xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device), kind, rng,
-                            contract)
-        trials.append((xs, oracle.run(xs)))
-    adm = admission.admit(oracle, trials)
+
+    def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
+        for kind in ("given", "normal", "wide"):
+            xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device),
+                                kind, rng, contract)
+            yield xs, oracle.run(xs)
+    adm = admission.admit(oracle, trials())
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract))
 
 
