@@ -86,6 +86,8 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("runs", help="recent results from the store")
     r.add_argument("--limit", type=int, default=20)
     _common(r, target="any")
+    from .suite.command import add_parser as suite_parser
+    suite_parser(sub, _common)
     return ap
 
 
@@ -351,6 +353,11 @@ def _bench_outcome(doc: dict, summary: str) -> tuple[str, str]:
     return ("accepted" if ok else "rejected"), (f"{summary}; {tail}" if summary else tail)
 
 
+def cmd_suite(args: argparse.Namespace) -> int:
+    from .suite.command import main as suite_main
+    return suite_main(args)
+
+
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
             "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
-            "profile": cmd_profile}
+            "profile": cmd_profile, "suite": cmd_suite}
