@@ -41,7 +41,7 @@ def verify(ref: str, cand: str, *, target: str = "cpu", contract: Contract | str
     st = _store(store)                   # opened first: a bad store is a usage error, not a lost verdict
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand)
-    task = prepare(spec, target, _contract(contract))
+    task = prepare(spec, target, _contract(contract), cfg.memory)
     verdict = judge(task, cand_spec, cfg)
     st.add("verify", spec.path, verdict.workload_hash, cand_spec.path, verdict.candidate_hash,
                       target, verdict.device, verdict.status.value, verdict.reason.value, verdict.message,
@@ -63,7 +63,7 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
     bad = [b for b in baselines if b not in bench_mod.BASELINES]
     if bad:
         raise KernelgateError(f"unknown baseline {bad}; known: {', '.join(bench_mod.BASELINES)}")
-    task = prepare(spec, target, _contract(contract))
+    task = prepare(spec, target, _contract(contract), cfg.memory)
     result = bench_mod.bench(task, cand_specs, cfg, timing or TimingConfig(), baselines, progress)
     summary = ", ".join(f"{r.label} {r.timing.median_ms:.4g} ms" for r in result.rows if r.timing)
     st.add("bench", spec.path, task.hash, ",".join(c.path for c in cand_specs) or None, None, target,
@@ -84,7 +84,7 @@ def derivations(task) -> list:
     o = task.oracle
     xs = task.given
     runs = o.run(xs)
-    dev = [x.to(task.device) if hasattr(x, "to") else x for x in xs]
+    dev = [x.to(task.home) if hasattr(x, "to") else x for x in xs]
     k = lowprec.reduction_lengths(o.model, dev)
     fmts = lowprec.formats_of(o.model, xs)
     return [lowprec.explain(g, {n: r[i] for n, r in runs.permitted.items()}, b.dtype, reduction_length=k, formats=fmts)
@@ -105,8 +105,8 @@ def profile(ref: str, cand: str | None = None, *, target: str = "cpu", contract:
         raise KernelgateError(f"profile needs warmup >= 0 and forwards >= 1 (got {warmup}, {forwards})")
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand) if cand else None
-    task = prepare(spec, target, _contract(contract))
     cfg = config or gate_config()
+    task = prepare(spec, target, _contract(contract), cfg.memory)
     ref_spec = workload.Spec(task.ref.spec.path, task.ref.spec.cls)
     ref_side = _profile_side(task, ref_spec, cfg, "reference", True, warmup, forwards)
     if ref_side.error or ref_side.profile is None:
@@ -239,7 +239,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     _check_out(out_dir, resume, force)
     st = _store(store)
     t0 = time.monotonic()
-    task = prepare(spec, target, _contract(contract))
+    task = prepare(spec, target, _contract(contract), (config or gate_config()).memory)
     if not task.admission.ok:
         raise KernelgateError(task.admission.detail, Reason.DEGENERATE)
     run_file = out_dir / "run.json"

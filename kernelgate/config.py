@@ -40,6 +40,7 @@ class GateConfig:
     recheck_rate: float = 0.5        # in bench/optimize: chance that a candidate's batch gets one output re-checked
     output_limit: int = 4 << 20      # bytes a candidate may print
     memory_limit: int | None = None  # address-space limit for CPU workers (bytes)
+    memory: str = "auto"             # device-memory plan: auto | lean | full (gate/memory.py)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Bench: eager and torch.compile baselines and every verified candidate, interleaved in one run."""
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import random
 import secrets
@@ -76,6 +78,8 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
             rows[label] = BenchRow(label, timings[label], verdicts[label], sp, note, _fraction(task, timings[label]))
     order = [b for b in baselines if b in rows] + labels
     cond = conditions(task.device)
+    if task.memory is not None:
+        cond["memory"] = task.memory.to_json()
     if task.floor is not None:
         cond["floor"] = {"seconds": task.floor.floor_s, "bound": task.floor.bound, "machine": task.floor.machine,
                          "derivation": task.floor.derivation}
@@ -119,6 +123,8 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
     After a candidate's batch, the judge decides with its own randomness whether and which of its
     outputs to re-check. In-process samples are kept as diagnostics."""
     rng = torch.Generator().manual_seed(secrets.randbits(62))
+    if task.lean:       # gate/memory.py: one pool entry; each worker holds inputs only while it is timed
+        tcfg = dataclasses.replace(tcfg, pool=1, iters=min(tcfg.iters, 5))
     pool, scalable = timing_pool(task, tcfg.pool, rng)
     plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
     secret = random.Random(secrets.randbits(62))          # re-check choices: never sent to a worker
@@ -147,6 +153,8 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             alone(label)
             s.send_pool(pool, scalable)
             s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, 3)
+            if task.lean:
+                s.release()
         except Rejected as r:
             if label in BASELINES or s.trusted:
                 raise
@@ -160,6 +168,8 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             tag, plan = plans.new(tcfg.iters)
             try:
                 alone(host if label == HARNESS else label)
+                if task.lean:
+                    s.send_pool(pool, scalable)
                 b = s.time_batch(tag, plan, null=label == HARNESS)
                 walls[label] += b.walls_ms
                 inproc[label] += b.samples_ms
@@ -168,7 +178,11 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
                     if not task.device.startswith("cuda"):
                         time.sleep(CPU_SETTLE_S)    # the oracle's OpenMP threads, in the judge, stop spinning
                 if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
+                    if task.lean and not s.pooled:
+                        s.send_pool(pool, scalable)
                     own[label] += s.time_batch(*plans.new(tcfg.iters), null=True).walls_ms
+                if task.lean:
+                    s.release()
             except Rejected as r:
                 if label in BASELINES or s.trusted:
                     raise
@@ -201,6 +215,8 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
                        f"memory floor {task.floor.safe_s * 1e3:.4g} ms on {task.floor.machine}: impossible")
             if s.rechecked == 0:                       # every measured candidate has at least one re-check
                 tag, plan = plans.new(tcfg.iters)
+                if task.lean:
+                    s.send_pool(pool, scalable)
                 b = s.time_batch(tag, plan)
                 s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
             s.check_threads()

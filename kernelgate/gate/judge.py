@@ -19,6 +19,7 @@ from ..oracle import Oracle, Runs
 from ..records import Check, Contract, Reason, Status, Verdict
 from ..sandbox import Spares, Worker, WorkerFailure
 from . import admission, correctness, lowprec, screen, timing
+from . import memory as memory_mod
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,17 @@ class Task:
     given: list[Any]
     out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
     floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
+    memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
+
+    @property
+    def home(self) -> str:
+        """Where the judge keeps inputs, the oracle and the outputs it compares (the device, or the host in
+        the lean memory plan)."""
+        return self.memory.home if self.memory is not None else self.device
+
+    @property
+    def lean(self) -> bool:
+        return bool(self.memory is not None and self.memory.lean)
 
     @property
     def quantized(self) -> bool:
@@ -86,12 +98,25 @@ class Task:
         return sum(o.numel() * o.element_size() for o in self.out_meta)
 
 
-def prepare(spec: workload.Spec, target: str, contract: Contract) -> Task:
-    """Load the reference, probe it (random? tensors out?), and run task admission."""
+def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = "auto") -> Task:
+    """Load the reference, measure what its forward needs on the device and plan the gate's memory
+    (gate/memory.py), probe it (random? tensors out?), and run task admission."""
     device = resolve_device(target)
     ref = workload.load_reference(spec)
-    oracle = Oracle(ref, device, contract)
-    given = ref.inputs(seed=0, device=device)
+    ref_peak = None
+    if device.startswith("cuda"):
+        try:
+            ref_peak = memory_mod.peak(ref.build(seed=0).to(device), ref.inputs(seed=0, device="cpu"), device)
+        except torch.cuda.OutOfMemoryError as e:
+            raise KernelgateError(f"the reference's forward does not fit on {device_name(device)}: {e}",
+                                  Reason.TASK_LOAD) from None
+    try:
+        mplan = memory_mod.plan(device, ref_peak, memory)
+    except ValueError as e:
+        raise KernelgateError(str(e), Reason.USAGE) from None
+    device_home = mplan.home
+    oracle = Oracle(ref, device_home, contract)
+    given = ref.inputs(seed=0, device=device_home)
     for i, _ in contract.domain:
         if i >= len(given):
             raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
@@ -100,11 +125,12 @@ def prepare(spec: workload.Spec, target: str, contract: Contract) -> Task:
 
     def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
         for kind in ("given", "normal", "wide"):
-            xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device),
+            xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device_home),
                                 kind, rng, contract)
             yield xs, oracle.run(xs)
     adm = admission.admit(oracle, trials())
-    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract))
+    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
+                mplan)
 
 
 def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):
@@ -144,7 +170,7 @@ def make_trials(task: Task, seed: int, cfg: GateConfig) -> list[Trial]:
     trials = [Trial(name, xs, state) for name, xs, state in trial_plan.plan(task, g, cfg.trials)]
     for v in task.contract.vary:
         for size in v.sizes:
-            xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.device),
+            xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.home),
                                  v.inputs, v.dim, size, g)
             trials.append(Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0))
     return trials
@@ -157,11 +183,13 @@ class Session:
                  trusted: bool = False, worker: Worker | None = None):
         self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
         self.worker = worker or Worker(label, **worker_limits(task, cfg))
-        # outputs (and the re-check's retained outputs) come back through shared memory, onto the judge's device
-        self.worker.device = task.device
+        # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
+        # keeps its data (the device, or the host in the lean memory plan)
+        self.worker.device = task.home
         self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= wire.BULK_MIN else 0
         self.checks: list[Check] = []
         self.notes: list[str] = []
+        self.pooled = False                 # the worker holds the timing pool (lean plan: only while timed)
         self.os_threads0 = 0
         self.rechecked = 0
         self.torch_threads = self.torch_threads0 = 0
@@ -220,7 +248,7 @@ class Session:
         is locked down: no new processes from here on, checked from outside. The outputs of these calls are
         not judged; the trials' inputs are drawn from a secret seed afterwards."""
         t = self.task
-        shapes = [t.given] + [workload.resize(t.ref.inputs(seed=0, device=t.device), v.inputs, v.dim, size,
+        shapes = [t.given] + [workload.resize(t.ref.inputs(seed=0, device=t.home), v.inputs, v.dim, size,
                                               torch.Generator().manual_seed(0))
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:
@@ -233,7 +261,7 @@ class Session:
 
     def call(self, xs: list[Any]) -> dict:
         """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""
-        return self.request({"op": "call", "inputs": xs, "poison_bytes": 2 * self.task.out_bytes(),
+        return self.request({"op": "call", "inputs": xs, "poison_bytes": (1 if self.task.lean else 2) * self.task.out_bytes(),
                              "slot": secrets.randbelow(timing.SLOTS)}, self.cfg.call_timeout, "forward")
 
     def check_outputs(self, name: str, xs: list[Any], runs: Runs, reply: dict) -> str:
@@ -288,7 +316,17 @@ class Session:
             self.worker.thaw()
 
     def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
-        self.request({"op": "pool", "pool": pool, "scalable": scalable}, self.cfg.call_timeout, "input pool")
+        """The timed loops' input pool, and the RMS of each entry's inputs (the judge's figures, so that it
+        rebuilds a timed iteration's inputs bit for bit wherever it keeps the pool)."""
+        rms = [timing.rms(xs, scalable) for xs in pool]
+        self.request({"op": "pool", "pool": pool, "scalable": scalable, "rms": rms}, self.cfg.call_timeout,
+                     "input pool")
+        self.pooled = True
+
+    def release(self) -> None:
+        """The worker gives back its inputs' and outputs' device memory (lean memory plan)."""
+        self.request({"op": "release"}, self.cfg.call_timeout, "release")
+        self.pooled = False
 
     def warm_up(self, plan: list, warmup_ms: float, warmup_min: int) -> None:
         """Warm-up by time, in its own request so the judge's clock on timed batches excludes it."""
@@ -359,6 +397,8 @@ class Session:
         rebuilt inputs), and the numbers must match the oracle on those inputs."""
         reply = self.request({"op": "fetch", "indices": picks}, self.cfg.call_timeout, "re-check fetch")
         outputs = reply.get("outputs")
+        if self.task.lean:          # the picked outputs are at home now: the worker gives its memory back
+            self.release()
         if not isinstance(outputs, list) or len(outputs) != len(picks):
             self.fail(Reason.RECHECK, "timed-loop re-check", "the worker did not hand over the picked outputs")
         t = self.task
@@ -372,8 +412,11 @@ class Session:
                 self.fail(Reason.RECHECK, "timed-loop re-check", f"the output of timed iteration {it} changed after "
                           "the clock stopped (it differs from the one committed while timed)")
             j, scale, seed = batch.plan[k]
+            # rebuilt on the worker's device type (the same operations give the same bits), kept at home
             dev = [x.to(t.device) if isinstance(x, torch.Tensor) else x for x in pool[j]]
-            xs = timing.fresh(dev, scale, seed, scalable, timing.rms(dev, scalable), t.device)
+            xs = timing.fresh(dev, scale, seed, scalable, timing.rms(pool[j], scalable), t.device)
+            xs = [x.to(t.home) if isinstance(x, torch.Tensor) else x for x in xs]
+            del dev
             if digest.digests(xs) != list(in_digests) and not t.contract.inplace:
                 self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the inputs of timed iteration {it} were "
                           "modified by the candidate; declare inplace = true in the contract if intended")
@@ -424,7 +467,7 @@ def _compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, permitted: dict[
 
 def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
     """Input sets for timed loops, from the workload's own generator; which inputs may be rescaled."""
-    pool = [task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=task.device) for _ in range(n)]
+    pool = [task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=task.home) for _ in range(n)]
     scalable = [isinstance(x, torch.Tensor) and x.is_floating_point() and task.contract.domain_of(i) is None
                 for i, x in enumerate(pool[0])]
     return pool, scalable
@@ -462,14 +505,16 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig,
         s.settle()
         s.trials()
         rng = torch.Generator().manual_seed(secrets.randbits(62))
-        pool, scalable = timing_pool(task, 2, rng)
+        # the lean memory plan: one pool entry, and fewer outputs kept for the re-check (each is a task's worth)
+        pool, scalable = timing_pool(task, 1 if task.lean else 2, rng)
+        iters = min(cfg.recheck_iters, 3) if task.lean else cfg.recheck_iters
         s.send_pool(pool, scalable)
         plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
-        s.warm_up(plans.new(cfg.recheck_iters)[1], warmup_ms=0.0, warmup_min=1)
-        batch = s.time_batch(*plans.new(cfg.recheck_iters))
+        s.warm_up(plans.new(iters)[1], warmup_ms=0.0, warmup_min=1)
+        batch = s.time_batch(*plans.new(iters))
         pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
-        s.recheck(batch, sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan)))),
-                  pool, scalable)
+        picks = sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan))))
+        s.recheck(batch, picks, pool, scalable)
         s.checks.append(Check("timed-loop re-check", True, f"{s.rechecked} outputs from timed iterations, picked "
                               "after the batch, match their commitments and the oracle"))
         s.check_threads()
@@ -490,6 +535,10 @@ def _verdict(task: Task, cand: workload.Spec, status: Status, reason: Reason, me
         chash = workload.file_hash(cand.path)
     except OSError:
         chash = ""
-    return Verdict(status, reason, message, tuple(s.checks), tuple(s.notes), tuple(task.contract.assumptions()),
+    notes = tuple(s.notes)
+    if task.lean:
+        notes += (f"lean memory plan ({task.memory.reason}): inputs, oracle and compared outputs on the host, "
+                  "workers hold a task's worth only while called or timed (docs/GATE.md)",)
+    return Verdict(status, reason, message, tuple(s.checks), notes, tuple(task.contract.assumptions()),
                    task.hash, chash, task.target, device_name(task.device), time.perf_counter() - t0)
 

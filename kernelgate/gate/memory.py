@@ -1,0 +1,127 @@
+"""The gate's device-memory plan: what the reference's forward needs, and where the judge keeps its data.
+
+Every process of the gate holds device memory at once (the judge, the eager and torch.compile workers, the
+candidate's, the next candidate's spare), and a frozen process keeps what it holds. On a task whose
+forward needs a large share of the device (a 6 GB input, an 8 GB norm), the default plan (the oracle,
+the trials' inputs and the re-checked outputs on the device; every worker with an input pool of its own)
+runs out of memory. The lean plan keeps the gate's peak within `BOUND` times the reference forward's own
+peak (its inputs, outputs, activations and parameters), all processes together:
+
+- the judge keeps inputs, the fp64 oracle and the outputs it compares on the host (outputs come back
+  through shared memory, as always); it touches the device only to rebuild a timed iteration's inputs
+  bit for bit (same device type, same operations) while every worker is released;
+- timed batches draw from one pool entry, and after each batch (its re-check and the harness's own
+  measurement included) the worker gives back its inputs, outputs and the allocator's cache
+  (`release`): one implementation holds a task's worth of memory at a time, the others their
+  parameters;
+- a call's NaN poison is one output's worth, not two.
+
+`plan()` picks lean when the default plan would not fit (every resident process holding a forward's
+worth) or when asked (`GateConfig.memory`); `peak()` measures the forward on the device. `Sampler`
+samples the device's used memory (every process) for the benchmarks.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+BOUND = 3.0                 # the lean plan's target: gate peak / reference forward peak, all processes
+RESIDENT = 5                # processes that may hold a forward's worth at once in the default plan
+FIT = 0.8                   # share of the device the default plan may plan to use
+
+
+@dataclass(frozen=True)
+class Plan:
+    lean: bool
+    home: str                       # where the judge keeps inputs, oracle and outputs
+    ref_peak: int | None            # bytes the reference's forward needs on the device (None: not measured)
+    capacity: int | None            # the device's memory, bytes
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lean": self.lean, "home": self.home, "ref_peak_bytes": self.ref_peak,
+                "capacity_bytes": self.capacity, "reason": self.reason}
+
+
+def peak(model: torch.nn.Module, xs: list[Any], device: str) -> int | None:
+    """Device bytes the forward needs: its parameters, inputs, outputs and activations (a CUDA device's
+    allocator peak over one forward, counted from before the inputs exist); None on a CPU."""
+    if not device.startswith("cuda"):
+        return None
+    dev = torch.device(device)
+    torch.cuda.synchronize(dev)
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in xs]
+    with torch.no_grad():
+        out = model(*inputs)
+    torch.cuda.synchronize(dev)
+    used = torch.cuda.max_memory_allocated(dev) - base
+    params = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()) if t.device == dev)
+    del out, inputs
+    torch.cuda.empty_cache()
+    return int(used + params)
+
+
+def plan(device: str, ref_peak: int | None, asked: str = "auto") -> Plan:
+    """The plan for a task whose forward needs `ref_peak` bytes on `device` (see `decide`)."""
+    capacity = torch.cuda.get_device_properties(torch.device(device)).total_memory if device.startswith("cuda") else None
+    return decide(device, ref_peak, capacity, asked)
+
+
+def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str = "auto") -> Plan:
+    """Lean when asked, or when RESIDENT processes each holding a forward's worth would not fit in FIT of
+    the device's `capacity`; the default plan otherwise (and always on a CPU unless asked)."""
+    if asked not in ("auto", "lean", "full"):
+        raise ValueError(f"the memory plan is auto, lean or full, got {asked!r}")
+    if asked == "lean":
+        return Plan(True, "cpu", ref_peak, capacity, "asked for (memory = lean)")
+    if asked == "full" or capacity is None or ref_peak is None:
+        return Plan(False, device, ref_peak, capacity, "asked for (memory = full)" if asked == "full" else
+                    "the host's memory (no device plan on a CPU)" if capacity is None else "peak not measured")
+    if RESIDENT * ref_peak > FIT * capacity:
+        return Plan(True, "cpu", ref_peak, capacity,
+                    f"the forward needs {ref_peak / 2**30:.2f} GiB; {RESIDENT} processes holding that would pass "
+                    f"{FIT:.0%} of the device's {capacity / 2**30:.0f} GiB")
+    return Plan(False, device, ref_peak, capacity, f"the forward needs {ref_peak / 2**30:.2f} GiB: fits")
+
+
+class Sampler:
+    """The device's used memory (every process: total - free), sampled every `every` seconds in a thread;
+    `peak` is the largest sample less the used memory when sampling began."""
+
+    def __init__(self, device: str, every: float = 0.02):
+        self.device, self.every = torch.device(device), every
+        self.base = self.top = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _used(self) -> int:
+        free, total = torch.cuda.mem_get_info(self.device)
+        return int(total - free)
+
+    def __enter__(self) -> "Sampler":
+        self.base = self.top = self._used()
+        self._thread = threading.Thread(target=self._run, name="kg-memory-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.top = max(self.top, self._used())
+            time.sleep(self.every)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.top = max(self.top, self._used())
+
+    @property
+    def peak(self) -> int:
+        return self.top - self.base

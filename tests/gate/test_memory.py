@@ -1,0 +1,74 @@
+"""The gate's device-memory plan (kernelgate/gate/memory.py): the decision, and the lean plan end to end on
+the CPU (the same code paths a large GPU task takes: oracle and outputs at home, one pool entry, workers
+released after every batch)."""
+from __future__ import annotations
+
+import pytest
+
+from kernelgate import api
+from kernelgate.config import TimingConfig, gate_config
+from kernelgate.gate import memory
+
+GiB = 1 << 30
+
+REF = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(64, 64)
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+def get_inputs():
+    return [torch.randn(128, 64)]
+def get_init_inputs():
+    return []
+"""
+HONEST = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(64, 64)
+    def forward(self, x):
+        return torch.clamp_min(self.lin(x), 0.0).mul(2)
+"""
+def test_decide_lean_only_when_the_default_plan_would_not_fit():
+    small = memory.decide("cuda:0", 1 * GiB, 140 * GiB)
+    assert not small.lean and small.home == "cuda:0"
+    big = memory.decide("cuda:0", 30 * GiB, 140 * GiB)      # 5 x 30 GiB > 80% of 140 GiB
+    assert big.lean and big.home == "cpu" and "30.00 GiB" in big.reason
+    assert not memory.decide("cuda:0", 30 * GiB, 140 * GiB, "full").lean
+    assert memory.decide("cpu", None, None, "lean").lean
+    assert not memory.decide("cpu", None, None).lean
+    with pytest.raises(ValueError, match="auto, lean or full"):
+        memory.decide("cpu", None, None, "small")
+
+
+@pytest.mark.slow
+def test_lean_plan_verifies_like_the_default(write, tmp_path):
+    ref, cand = write("ref.py", REF), write("cand.py", HONEST)
+    v = api.verify(ref, cand, config=gate_config(memory="lean"), store=str(tmp_path / "s.sqlite"))
+    assert v.accepted, v.message
+    assert any("lean memory plan" in n for n in v.notes)
+    assert any(c.name == "timed-loop re-check" and c.ok for c in v.checks)
+
+
+@pytest.mark.slow
+def test_lean_plan_bench_times_with_workers_released_between_batches(write, tmp_path):
+    ref, honest = write("ref.py", REF), write("honest.py", HONEST)
+    res = api.bench(ref, [honest], config=gate_config(memory="lean", recheck_rate=1.0),
+                    timing=TimingConfig(warmup_ms=5, rounds=2, iters=4), store=str(tmp_path / "s.sqlite"))
+    rows = {r.label: r for r in res.rows}
+    assert res.conditions["memory"]["lean"] is True and res.conditions["memory"]["home"] == "cpu"
+    assert all(rows[k].timing is not None for k in ("eager", "compile", "honest")), rows
+    assert rows["honest"].verdict.accepted and len(rows["honest"].timing.samples_ms) == 2 * 4   # rounds x iters
+
+
+def test_memory_plan_must_be_known(write, tmp_path):
+    from kernelgate.errors import KernelgateError
+    ref, cand = write("ref.py", REF), write("cand.py", HONEST)
+    with pytest.raises(KernelgateError, match="auto, lean or full"):
+        api.verify(ref, cand, config=gate_config(memory="tiny"), store=str(tmp_path / "s.sqlite"))
