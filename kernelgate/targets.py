@@ -14,8 +14,6 @@ import json
 import os
 import platform
 import re
-import statistics
-import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import config, versions
+from . import clock, config, versions
 from .errors import KernelgateError
 from .records import Reason
 
@@ -394,25 +392,8 @@ def machine(name_or_device: str) -> Machine:
 # ------------------------------------------------------------------ calibration
 
 def _median_s(fn: Callable[[], Any], cuda: bool, warmup: int, repeats: int) -> float:
-    """Median seconds of `fn` after `warmup` calls: CUDA events per call on the GPU, perf_counter on the CPU."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    if cuda:
-        torch.cuda.synchronize()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-    else:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median seconds of `fn` (kernelgate/clock.py: the one clock)."""
+    return clock.median_s(fn, cuda, warmup, repeats)
 
 
 _TORCH_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .. import digest, wire, workload
+from .. import clock, digest, wire, workload
 from ..config import GateConfig
 from ..errors import KernelgateError
 from ..oracle import Oracle, Runs
@@ -349,9 +349,9 @@ class Session:
         def stream() -> None:
             for j, s, seed in plan:
                 step = struct.pack("<qdq", j, s, seed)
-                t0 = time.perf_counter()
+                t0 = clock.perf_ns()
                 got = self.worker.roundtrip(step, self.cfg.call_timeout, "timed loop")
-                walls.append((time.perf_counter() - t0) * 1e3)
+                walls.append(clock.ms_since(t0))
                 if got is None:                   # the worker's final reply came instead (an error)
                     return
                 answers.append(json.loads(got))

@@ -1,0 +1,44 @@
+"""The one clock: every figure kernelgate measures (the judge's clock around timed steps, the worker's
+in-process samples, calibration) comes from these functions, captured when this module is first imported,
+before any candidate code runs in a worker (replacing `time.perf_counter_ns` later changes nothing here).
+A leaf module: it imports nothing of kernelgate."""
+from __future__ import annotations
+
+import statistics
+import time as _time
+from typing import Any, Callable
+
+import torch
+
+perf_ns = _time.perf_counter_ns
+monotonic = _time.monotonic
+cuda_sync = torch.cuda.synchronize
+Event = torch.cuda.Event
+
+
+def ms_since(t0_ns: int) -> float:
+    """Milliseconds since `perf_ns()` returned `t0_ns`."""
+    return (perf_ns() - t0_ns) / 1e6
+
+
+def median_s(fn: Callable[[], Any], cuda: bool, warmup: int, repeats: int) -> float:
+    """Median seconds of `fn` after `warmup` calls: CUDA events around each call on the GPU (the device's
+    own clock), the performance counter on the CPU."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    if cuda:
+        cuda_sync()
+        for _ in range(repeats):
+            start, end = Event(enable_timing=True), Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+    else:
+        for _ in range(repeats):
+            t0 = perf_ns()
+            fn()
+            times.append((perf_ns() - t0) / 1e9)
+    return statistics.median(times)
