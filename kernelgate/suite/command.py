@@ -55,7 +55,8 @@ def format_summary(doc: dict[str, Any], out: str) -> str:
     for title, items in (("failed", doc["failures"]), ("flagged", doc["flagged"]), ("degenerate", doc["degenerate"])):
         for i in items:
             detail = i.get("message") or (f"{i['speedup']:.2f}x {i.get('best_strategy')}" if "speedup" in i else "")
-            lines.append(f"  {title:<10} {i['id']}: {i.get('reason') or ''} {str(detail)[:160]}")
+            why = f" ({i['reason']})" if i.get("reason") else ""
+            lines.append(f"  {title:<10} {i['id']}{why}: {str(detail)[:160]}")
     if doc["pending"]:
         lines.append(f"  {len(doc['pending'])} not finished: rerun with --resume")
     lines.append(f"wrote {out}/summary.json, summary.csv, index.html")
