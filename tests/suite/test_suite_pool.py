@@ -114,7 +114,7 @@ def test_cli_prints_the_summary_and_exits_1_on_failures(problems, fake_child, tm
     root = problems({"level1/a": "speedup=1.5", "level1/b": "crash"})
     assert cli.main(["suite", str(root), "--out", str(tmp_path / "o1"), "--budget-per", "10"]) == 1
     cap = capsys.readouterr()
-    assert "2 of 2 problems finished" in cap.out and "failed     level1/b (crash): RuntimeError" in cap.out
+    assert "2 of 2 problems finished" in cap.out and "failed     level1/b (crash): exit status 1: RuntimeError" in cap.out
     assert "[1/2] start level1/a on slot 0" in cap.err and "[2/2] done  level1/b  FAILED crash" in cap.err
     root2 = problems({"a": "speedup=1.5"}, root=tmp_path / "p2")
     assert cli.main(["suite", str(root2), "--out", str(tmp_path / "o2"), "--json"]) == 0
