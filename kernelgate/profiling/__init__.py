@@ -1,7 +1,7 @@
 """Profiling: what a forward launches, what bounds it, its machine code, its roofline floor.
 
-A leaf package: it imports only itself and the leaf modules records, errors, targets (with config and
-versions), never the gate, the search, the proposers or the sandbox (tests/test_layers.py checks it).
+A leaf package: it imports only itself and the leaf modules records, errors and targets (which imports
+leaves only), never the gate, the search, the proposers or the sandbox (tests/test_layers.py checks it).
 Whatever runs a model, a gate session's worker, is passed in; api.profile creates the sessions.
 
     records.py      Launch, KernelStats, Profile: launch records of profiled forwards (shared by all the
