@@ -39,6 +39,9 @@ FAKE_CHILD = textwrap.dedent('''
         time.sleep(float(acts["sleep"]))
     if "die" in acts and int(attempt) <= int(acts["die"]):
         os.kill(os.getpid(), signal.SIGKILL)
+    if "killparent" in acts and int(attempt) <= int(acts["killparent"]):
+        os.kill(os.getppid(), signal.SIGKILL)          # the worker running this child (a Ray worker) dies
+        time.sleep(5)
     if "degenerate" in acts:
         print("OUTCOME " + json.dumps({"status": "error", "reason": "degenerate", "message": "zeros mutant passes"}))
         sys.exit(2)
