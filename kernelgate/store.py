@@ -145,5 +145,25 @@ class Store:
             rows = db.execute("SELECT payload FROM candidates WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def merge(self, other: str | Path) -> int:
+        """Copy another store's records into this one (a suite's Ray task kept its own; the driver alone writes
+        this one): results appended under new ids, candidates and baselines by their keys. Returns the results
+        copied."""
+        cols = ("created, kind, workload, workload_hash, candidate, candidate_hash, target, device, torch_version, "
+                "triton_version, status, reason, summary, payload")
+        db = self._connect()
+        try:
+            db.execute("ATTACH DATABASE ? AS other", (str(other),))
+            with db:
+                n = db.execute(f"INSERT INTO results ({cols}) SELECT {cols} FROM other.results").rowcount
+                db.execute("INSERT OR REPLACE INTO candidates SELECT * FROM other.candidates")
+                db.execute("INSERT OR REPLACE INTO baselines SELECT * FROM other.baselines")
+            db.execute("DETACH DATABASE other")
+        except sqlite3.Error as e:
+            raise KernelgateError(f"cannot merge the store {other} into {self.path}: {e}", Reason.USAGE) from None
+        finally:
+            db.close()
+        return int(n)
+
     def __iter__(self) -> Iterator[Row]:
         return iter(self.recent(limit=1 << 30))
