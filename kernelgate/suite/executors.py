@@ -52,6 +52,7 @@ class Attempt:
     timed_out: bool = False
     log_tail: str = ""
     files: dict[str, bytes] | None = None       # Ray: the outputs, for the driver to write
+    store: bytes | None = None                  # Ray: the task's own store (SQLite), for the driver to merge
     log: str | None = None                      # Ray: the whole log, for the driver to write
     lost: str | None = None                     # why no exit status came back (a Ray worker that died)
 
@@ -79,10 +80,11 @@ class Slot:
     index: int
     device: str | None
     cpus: tuple[int, ...] = ()
+    name: str = "slot"
 
     @property
     def label(self) -> str:
-        return f"slot {self.index}" + (f" (GPU {self.device})" if self.device is not None else "")
+        return f"{self.name} {self.index}" + (f" (GPU {self.device})" if self.device is not None else "")
 
 
 #: (job, slot, model path, out dir) -> argv of the child process
@@ -240,7 +242,9 @@ class LocalPool:
 
 def _ray_task(spec: dict[str, Any]) -> dict[str, Any]:
     """On a Ray worker: the problem's source written into a private directory, the child run there with its
-    out dir beside it, and every file it wrote returned (the driver writes them into the suite's out dir)."""
+    out dir and its own store beside it, and every file it wrote and the store returned (the driver writes the
+    files into the suite's out dir and merges the store into its own: the driver alone writes either)."""
+    import sqlite3
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernelgate-suite-") as tmp:
         model = Path(tmp) / "problem" / spec["file"]
@@ -251,6 +255,8 @@ def _ray_task(spec: dict[str, Any]) -> dict[str, Any]:
                 for a in spec["argv"]]
         env = dict(os.environ)
         env.update(spec.get("env") or {})
+        store = Path(tmp) / "store.sqlite"
+        env["KERNELGATE_STORE"] = str(store)
         timed_out = False
         with open(Path(tmp) / "log", "w") as f:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env)
@@ -264,8 +270,17 @@ def _ray_task(spec: dict[str, Any]) -> dict[str, Any]:
             for p in out.rglob("*"):
                 if p.is_file():
                     files[str(p.relative_to(out))] = p.read_bytes()
+        kept = None
+        if store.exists():
+            try:
+                db = sqlite3.connect(store)
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")        # every record in the main file
+                db.close()
+                kept = store.read_bytes()
+            except sqlite3.Error:
+                kept = None
         return {"rc": proc.returncode, "seconds": time.monotonic() - t0, "timed_out": timed_out,
-                "log": (Path(tmp) / "log").read_text(errors="replace"), "files": files,
+                "log": (Path(tmp) / "log").read_text(errors="replace"), "files": files, "store": kept,
                 "device": os.environ.get("CUDA_VISIBLE_DEVICES"), "node": os.uname().nodename}
 
 
@@ -304,7 +319,7 @@ class RayExecutor:
             while queue or flight:
                 while queue and len(flight) < limit:
                     job = queue.popleft()
-                    slot = Slot(n, None)
+                    slot = Slot(n, None, name="Ray task")
                     n += 1
                     spec = {"file": Path(job.problem.path).name, "source": Path(job.problem.path).read_text(),
                             "argv": command(job, slot, "{model}", "{out}"), "timeout": self.timeout_s,
@@ -317,7 +332,8 @@ class RayExecutor:
                     try:
                         out = ray.get(ref)
                         att = Attempt(out["rc"], out["seconds"], f"ray:{out['node']}", out["device"],
-                                      out["timed_out"], out["log"][-LOG_TAIL:], out["files"], out["log"])
+                                      out["timed_out"], out["log"][-LOG_TAIL:], out["files"], out["store"],
+                                      out["log"])
                     except Exception as e:  # noqa: BLE001 - a worker that died, a node lost: no exit status
                         att = Attempt(None, time.monotonic() - t0, "ray", None, lost=f"{type(e).__name__}: "
                                       f"{str(e).splitlines()[0] if str(e) else ''}")

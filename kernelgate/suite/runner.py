@@ -173,7 +173,9 @@ class Suite:
         s = self.s
         if s.command:
             return template_command(s.command)
-        return child_command(s.target, s.budget_per, s.max_candidates, s.seed, s.store)
+        # Ray: each task keeps a store of its own, which the driver merges into --store
+        return child_command(s.target, s.budget_per, s.max_candidates, s.seed,
+                             None if s.executor == "ray" else s.store)
 
     def run(self) -> dict[str, Any]:
         """Plan, run what is not finished, and return summary.json's document."""
@@ -236,6 +238,16 @@ class Suite:
             p.write_bytes(data)
         with open(job.dir / "optimize.log", "a") as f:
             f.write(f"--- attempt {len(job.attempts) + 1} of {job.problem.id} on {att.slot} ---\n{att.log or ''}")
+        if att.store:
+            from ..store import Store
+            tmp = job.dir / f".store.{os.getpid()}.sqlite"
+            try:
+                tmp.write_bytes(att.store)
+                Store(self.s.store).merge(tmp)
+            except KernelgateError as e:
+                self.s.say(f"      {job.problem.id}: its records were not kept in the store: {e}")
+            finally:
+                tmp.unlink(missing_ok=True)
 
     def classify(self, job: Job, att: Attempt, died: str | None) -> dict[str, Any]:
         p = job.problem

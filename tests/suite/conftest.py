@@ -31,7 +31,8 @@ FAKE_CHILD = textwrap.dedent('''
     acts = dict(a.split("=", 1) if "=" in a else (a, "1") for a in (m.group(1).split() if m else []))
     os.makedirs(out, exist_ok=True)
     seen = {"attempt": int(attempt), "slot": slot, "device": device, "pid": os.getpid(),
-            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "omp": os.environ.get("OMP_NUM_THREADS")}
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "omp": os.environ.get("OMP_NUM_THREADS"),
+            "store": os.environ.get("KERNELGATE_STORE")}
     with open(os.path.join(out, "seen.jsonl"), "a") as f:
         f.write(json.dumps(seen) + "\\n")
     print("progress line", flush=True)
@@ -48,6 +49,10 @@ FAKE_CHILD = textwrap.dedent('''
     if "error" in acts:
         print("OUTCOME " + json.dumps({"status": "error", "reason": acts["error"], "message": "task error"}))
         sys.exit(2)
+    if "store" in acts:                                # a record in the store this child was given
+        from kernelgate.store import Store
+        Store(os.environ["KERNELGATE_STORE"]).add("optimize", "fake-" + os.path.basename(model), "h", None, None,
+                                                  "cpu", "cpu", "accepted", None, "fake", {"fake": True})
     if "crash" in acts:
         raise RuntimeError("the child fell over")
     sp = float(acts.get("speedup", "1.0"))

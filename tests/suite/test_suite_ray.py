@@ -8,6 +8,7 @@ import pytest
 
 from kernelgate import cli
 from kernelgate.errors import MissingExtra
+from kernelgate.store import Store
 from kernelgate.suite import runner
 from kernelgate.suite.executors import RayExecutor
 from kernelgate.suite.runner import Settings
@@ -33,7 +34,7 @@ def local_ray():
 
 @pytest.mark.slow
 def test_ray_executor_runs_retries_and_the_driver_writes(local_ray, problems, fake_child, seen_by, tmp_path):
-    root = problems({"level1/a": "speedup=1.5", "level1/b": "die=1", "level2/c": "killparent=1 speedup=1.2",
+    root = problems({"level1/a": "speedup=1.5 store", "level1/b": "die=1", "level2/c": "killparent=1 speedup=1.2",
                      "level2/d": "degenerate"})
     out, lines = tmp_path / "out", []
     doc = runner.run(Settings(root=str(root), out=str(out), budget_per="10", executor="ray", workers=2,
@@ -51,3 +52,17 @@ def test_ray_executor_runs_retries_and_the_driver_writes(local_ray, problems, fa
     assert (out / "level1" / "b" / "optimize.log").read_text().count("--- attempt") == 2
     assert doc["claimed"] == ["level1/a", "level2/c"] and not doc["failures"]
     assert sum(" start " in ln for ln in lines) == 6
+    assert any("start level1/a on Ray task" in ln for ln in lines)
+    # the task kept a store of its own; the driver merged it into the suite's
+    assert seen_by(out, "level1/a")[0]["store"] != str(tmp_path / "store.sqlite")
+    assert [r.workload for r in Store(str(tmp_path / "store.sqlite")).recent()] == ["fake-a.py"]
+
+
+def test_store_merge(tmp_path):
+    a, b = Store(tmp_path / "a.sqlite"), Store(tmp_path / "b.sqlite")
+    a.add("optimize", "w1", "h1", None, None, "cpu", "cpu", "accepted", None, "1.2x", {"k": 1})
+    a.put_baselines("key", {"faster": "eager"})
+    b.add("verify", "w0", "h0", None, None, "cpu", "cpu", "accepted", None, "ok", {})
+    assert b.merge(tmp_path / "a.sqlite") == 1
+    assert [(r.id, r.workload) for r in b.recent()] == [(2, "w1"), (1, "w0")]
+    assert b.baselines("key")[1] == {"faster": "eager"} and b.payload(2) == {"k": 1}
