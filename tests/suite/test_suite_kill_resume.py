@@ -1,6 +1,7 @@
 """The suite end to end on the CPU with the real optimize: tiny problems written here (two levels, one of them
 degenerate), the suite killed with -9 once the first problem finished, then rerun with --resume: the finished
-problem is not redone, the killed one's child did not live on, the rest completes and is aggregated."""
+problem is not redone, the killed one's child did not live on and is continued with optimize's own --resume,
+the rest completes and is aggregated."""
 import json
 import os
 import signal
@@ -48,7 +49,9 @@ def test_kill_9_then_resume_redoes_nothing_that_finished(problems, tmp_path):
             assert p.poll() is None, (tmp_path / "first.err").read_text()
             assert time.monotonic() - t0 < 500, "the first problem did not finish"
             time.sleep(0.2)
-        time.sleep(1.0)                                  # the second problem's child is running now
+        second = out / "level2" / "2_tanh" / "run.json"  # the second problem's optimize is under way
+        while not second.exists() and time.monotonic() - t0 < 600 and p.poll() is None:
+            time.sleep(0.2)
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
     assert "start level2/2_tanh" in (tmp_path / "first.err").read_text()
@@ -69,6 +72,9 @@ def test_kill_9_then_resume_redoes_nothing_that_finished(problems, tmp_path):
     assert (first.read_bytes(), first.stat().st_mtime_ns) == kept                 # not redone
     log = (out / "level1" / "1_relu" / "optimize.log").read_text()
     assert log.count("--- attempt") == 1
+    tlog = (out / "level2" / "2_tanh" / "optimize.log").read_text()
+    assert tlog.count("--- attempt") == 2 and "resuming run" in tlog      # optimize's own --resume, same out dir
+    assert "RuntimeWarning" not in tlog
     tanh = json.loads((out / "level2" / "2_tanh" / "status.json").read_text())
     assert tanh["outcome"] == "ok" and tanh["budget_s"] == 8.0 and tanh["setup_share"] is not None
     for name in ("result.json", "optimized.py", "report.html", "report.md"):
