@@ -37,8 +37,9 @@ class Job:
 
     problem: Problem
     dir: Path
-    index: int                                  # 1-based position in the plan (progress lines)
+    index: int                                  # 1-based position in the plan
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    number: int = 0                             # 1-based order in which this run started it (progress lines)
 
 
 @dataclass

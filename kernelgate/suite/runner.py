@@ -121,6 +121,7 @@ class Suite:
         self.problems: list[Problem] = []
         self.rows: dict[str, dict[str, Any]] = {}
         self.done = 0
+        self.started = 0
         self.todo = 0
         self.stopping = False
 
@@ -197,7 +198,10 @@ class Suite:
 
     def on_start(self, job: Job, slot: Slot) -> None:
         again = f" (attempt {len(job.attempts) + 1})" if job.attempts else ""
-        self.s.say(f"[{self.done + 1}/{self.todo}] start {job.problem.id} on {slot.label}{again}")
+        if not job.number:
+            self.started += 1
+            job.number = self.started
+        self.s.say(f"[{job.number}/{self.todo}] start {job.problem.id} on {slot.label}{again}")
 
     def on_done(self, job: Job, att: Attempt) -> bool:
         """Classify an attempt; a process that died (a signal, a lost Ray worker) is tried again `retries` times,

@@ -64,6 +64,9 @@ def test_a_killed_worker_is_replaced_and_its_problem_retried_once(problems, fake
     assert any("level1/b: killed by SIGKILL" in ln and "trying it again" in ln for ln in lines)
     starts = [ln for ln in lines if " start " in ln]
     assert len(starts) == 7 and sum("(attempt 2)" in ln for ln in starts) == 2
+    firsts = [ln.split()[0] for ln in starts if "(attempt" not in ln]
+    assert firsts == ["[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"]          # numbered as started, 2 at a time
+    assert any(ln.startswith("[2/5] start level1/b") and "(attempt 2)" in ln for ln in starts)
 
 
 def test_outcomes_are_classified(problems, fake_child, tmp_path):
