@@ -128,7 +128,11 @@ class Suite:
     # ------------------------------------------------------------ plan
     def plan(self) -> list[Job]:
         s = self.s
-        self.problems = select(discover(s.root), s.only, s.sample, s.seed, s.shard)
+        mine = self.out.resolve()             # --out inside DIR: its reference.py / optimized.py are no problems
+        found = [p for p in discover(s.root) if mine not in Path(p.path).parents]
+        if not found:
+            raise KernelgateError(f"suite: no problems under {s.root} outside --out {self.out}", Reason.USAGE)
+        self.problems = select(found, s.only, s.sample, s.seed, s.shard)
         if self.out.exists() and not self.out.is_dir():
             raise KernelgateError(f"--out {self.out} is a file, not a directory", Reason.USAGE)
         meta = self.out / "suite.json"

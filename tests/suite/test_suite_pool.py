@@ -137,3 +137,12 @@ def test_interrupted_suite_records_nothing_for_running_problems(problems, fake_c
         s.run()
     assert not (out / "a" / "status.json").exists()
     assert json.loads((out / "summary.json").read_text())["pending"] == ["a"]
+
+
+def test_out_inside_dir_is_not_rediscovered(problems, fake_child, tmp_path):
+    root = problems({"level1/a": "speedup=1.5"})
+    (root / "results" / "level1" / "a").mkdir(parents=True)          # what optimize leaves: a reference.py
+    (root / "results" / "level1" / "a" / "reference.py").write_text((root / "level1" / "a.py").read_text())
+    lines = []
+    doc = runner.run(settings(root, root / "results", fake_child, lines))
+    assert [r["id"] for r in doc["rows"]] == ["level1/a"]
