@@ -4,6 +4,7 @@ order on every machine)."""
 from __future__ import annotations
 
 import fnmatch
+import os
 import random
 import re
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from ..records import Reason
 _MODEL = re.compile(r"^class\s+Model\b", re.MULTILINE)
 _INPUTS = re.compile(r"^def\s+get_inputs\b", re.MULTILINE)
 ROOT_LEVEL = "."                         # problems directly in DIR, not in a level subfolder
+#: a directory holding one of these is outputs, not problems (a suite's out dir, an optimize's --out)
+OUTPUT_MARKERS = ("suite.json", "run.json", "result.json", "status.json")
 
 
 @dataclass(frozen=True)
@@ -53,17 +56,25 @@ def _is_problem(path: Path) -> bool:
 def discover(root: str | Path) -> list[Problem]:
     """Every problem file in DIR (level '.') and in its subfolders (level = the subfolder's path relative to
     DIR), in natural order of level then name. Files without `class Model` and `def get_inputs` are not
-    problems (helpers, __init__.py). A missing or empty DIR is a usage error."""
+    problems (helpers, __init__.py); folders holding a suite's or an optimize's outputs, and hidden or
+    underscored folders, are not searched. A missing or empty DIR is a usage error."""
     base = Path(root)
     if not base.is_dir():
         raise KernelgateError(f"suite: {root} is not a directory", Reason.USAGE)
     found = []
-    for p in base.rglob("*.py"):
-        rel = p.relative_to(base)
-        if any(part.startswith((".", "_")) for part in rel.parts[:-1]) or not _is_problem(p):
+    for d, dirs, files in os.walk(base):
+        here = Path(d)
+        if here != base and (any(m in files for m in OUTPUT_MARKERS) or here.name.startswith((".", "_"))):
+            dirs.clear()                  # a suite's or an optimize's outputs (reference.py ...), or hidden
             continue
-        level = ROOT_LEVEL if len(rel.parts) == 1 else "/".join(rel.parts[:-1])
-        found.append(Problem(level, p.stem, str(p.resolve())))
+        dirs.sort()
+        for f in files:
+            p = here / f
+            if not _is_problem(p):
+                continue
+            rel = p.relative_to(base)
+            level = ROOT_LEVEL if len(rel.parts) == 1 else "/".join(rel.parts[:-1])
+            found.append(Problem(level, p.stem, str(p.resolve())))
     if not found:
         raise KernelgateError(f"suite: no KernelBench-format problems (class Model, get_inputs) under {root}",
                               Reason.USAGE)

@@ -14,6 +14,13 @@ def tree(problems, tmp_path):
     (root / "level1" / "__init__.py").write_text("")
     (root / "_private").mkdir()
     (root / "_private" / "x.py").write_text((root / "top.py").read_text())
+    for out in ("old_results", "opt_out/sub"):        # earlier outputs inside DIR: their reference.py is no problem
+        d = root / out / "level1" / "1_Relu"
+        d.mkdir(parents=True)
+        (d / "reference.py").write_text((root / "top.py").read_text())
+    (root / "old_results" / "suite.json").write_text("{}")
+    (root / "opt_out" / "sub" / "level1" / "1_Relu" / "run.json").write_text("{}")
+    (root / "opt_out" / "sub" / "level1" / "1_Relu" / "result.json").write_text("{}")
     return root
 
 
