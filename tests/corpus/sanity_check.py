@@ -197,6 +197,9 @@ def gate_like(ref_mod, cand_rel, contract=None, trials=KINDS, seed=123):
 
 # ------------------------------------------------------------------ references
 
+#: references large on purpose, and their bound on input elements
+BIG_REFS = {"redteam2_relu_big": 2048 * 2048}   # the harness's per-iteration cost must dominate a row
+
 def check_refs() -> None:
     log("references")
     for path in sorted((HERE / "refs").glob("*.py")):
@@ -221,7 +224,8 @@ def check_refs() -> None:
             n_in = sum(x.numel() for x in xs)
             check(isinstance(out1, torch.Tensor), f"{rel}: returns a tensor")
             check(ms < 100, f"{rel}: forward {ms:.2f} ms of CPU time (one thread) < 100 ms")
-            check(1000 <= n_in <= 300_000, f"{rel}: {n_in} input elements")   # rowsum_big: 1 MiB
+            big = BIG_REFS.get(path.stem, 300_000)  # rowsum_big: 1 MiB
+            check(1000 <= n_in <= big, f"{rel}: {n_in} input elements")
             same = torch.equal(out1, out2)
             if path.stem == "random_noise":
                 check(not same, f"{rel}: two runs differ (random task)")
@@ -1143,7 +1147,7 @@ def check_manifest(cases) -> None:
     log("manifest")
     reasons = {"ok", "build_error", "crash", "exit", "timeout", "output_limit", "output_type", "shape", "dtype",
                "device", "stride", "mismatch", "nonfinite", "input_mutated", "aliasing", "threads", "flags", "timer",
-               "recheck", "usage", "task_load", "random_task", "degenerate", "no_device"}
+               "recheck", "introspection", "usage", "task_load", "random_task", "degenerate", "no_device"}
     names = set()
     for c in cases:
         check(c["name"] not in names, f"{c['name']}: unique name")
@@ -1159,7 +1163,8 @@ def check_manifest(cases) -> None:
         check(set(c.get("effects", [])) <= {"judge", "memory", "leftover", "late_file", "plant"},
               f"{c['name']}: effects")
         check(c["reason"] in reasons and all(a in reasons for a in c.get("also", [])), f"{c['name']}: reasons valid")
-        check((c["reason"] == "ok") == (c["expect"] == "accepted"), f"{c['name']}: ok iff accepted")
+        if not bench:                            # a bench case's "ok": timed, with no speedup claimed
+            check((c["reason"] == "ok") == (c["expect"] == "accepted"), f"{c['name']}: ok iff accepted")
         check(not c.get("also") or bool(c.get("why")), f"{c['name']}: `also` is justified in `why`")
         check(isinstance(c.get("row"), int) and 0 <= c["row"] <= 14, f"{c['name']}: row")
     used = {c["cand"] for c in cases}
