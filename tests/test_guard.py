@@ -11,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.slow            # every test starts a fresh interpreter that imports torch
+
 PRELUDE = """
 import sys, torch
 from kernelgate.guard import Guard, Denied

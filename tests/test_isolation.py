@@ -79,6 +79,7 @@ def test_available_names_every_protection():
         assert isinstance(got[key], str) and got[key]
 
 
+@pytest.mark.slow
 @needs_linux
 def test_a_worker_is_confined_as_read_from_proc():
     """What `protections` claims is what /proc shows for the worker."""
@@ -152,6 +153,7 @@ finally:
 '''
 
 
+@pytest.mark.slow
 @needs_linux
 def test_a_candidate_cannot_signal_stop_trace_or_write_the_judge(tmp_path):
     """(a) SIGSTOP / SIGKILL / pidfd signal / ptrace of the judge, (b) a write through /proc/<judge>/mem: all
@@ -246,6 +248,7 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow
 @needs_linux
 def test_a_candidate_cannot_reach_a_sibling_worker_files_or_shared_memory(tmp_path):
     """(g) SIGSTOP / SIGKILL / ptrace / /proc/<pid>/mem of a sibling (baseline) worker, (c) files next to the
@@ -333,6 +336,7 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow
 @needs_linux
 def test_fork_is_allowed_while_building_and_refused_after_lockdown(tmp_path):
     """(d) a fork during the build works; `lockdown` kills what the build left running (a daemon), installs
@@ -361,6 +365,7 @@ def test_fork_is_allowed_while_building_and_refused_after_lockdown(tmp_path):
     assert got["setsid"] == "EPERM", got
 
 
+@pytest.mark.slow
 @needs_linux
 def test_a_daemon_started_during_the_build_dies_with_the_worker(tmp_path):
     """(e) double fork + setsid attempt at import: the grandchild, orphaned (adopted by the judge as child
@@ -392,6 +397,7 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow
 @needs_linux
 def test_a_forged_lockdown_reply_is_caught_from_outside(tmp_path):
     """A candidate that replaces op_lockdown (so the reply says ok, no filter installed) fails the /proc check."""

@@ -50,6 +50,7 @@ def run(tmp_path_factory):
     return d, ref, store, res, lines
 
 
+@pytest.mark.slow
 def test_writes_every_output(run):
     d, _, _, res, lines = run
     out = d / "out"
@@ -67,6 +68,7 @@ def test_writes_every_output(run):
     assert doc["tolerance"] and "measured reference error" in doc["tolerance"][0]
 
 
+@pytest.mark.slow
 def test_accepted_candidates_carry_a_profile_summary(run):
     """Bottleneck line and fingerprint from the candidate's own worker; distance to the best recorded."""
     d, _, _, res, _ = run
@@ -82,6 +84,7 @@ def test_accepted_candidates_carry_a_profile_summary(run):
     assert (d / "out" / "fingerprint.svg").exists()
 
 
+@pytest.mark.slow
 def test_emitted_module_is_a_verified_drop_in(run):
     d, ref, store, res, _ = run
     opt, orig = _load(d / "out" / "optimized.py"), _load(ref)
@@ -98,6 +101,7 @@ def test_emitted_module_is_a_verified_drop_in(run):
     assert v.accepted, v.message
 
 
+@pytest.mark.slow
 def test_resume_continues_without_re_evaluating(run):
     d, ref, store, first, _ = run
     lines = []
@@ -116,6 +120,7 @@ def test_resume_needs_a_previous_run(tmp_path, write):
         api.optimize(ref, out=str(tmp_path / "nothing"), resume=True)
 
 
+@pytest.mark.slow
 def test_tiny_budget_says_so_and_keeps_the_baseline(tmp_path, write):
     ref = write("p.py", PROJ)
     lines = []
@@ -148,6 +153,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
     import shutil
     if not (shutil.which("c++") or shutil.which("g++")):
@@ -246,6 +252,7 @@ def test_expected_cost_follows_the_strategy_kind():
     assert s.expected_s(Candidate("d", "runtime:cudagraph(outputs=in-place)", "")) == 22.0       # the average
 
 
+@pytest.mark.slow
 def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path):
     d, ref, store, first, _ = run
     lines = []
@@ -259,6 +266,7 @@ def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path):
     assert any("baselines from the store" in n for n in res.notes)
 
 
+@pytest.mark.slow
 def test_wall_time_stays_within_the_budget(tmp_path, write):
     import time
     ref = write("p.py", PROJ)

@@ -65,6 +65,7 @@ def run(capsys, *argv):
 
 # ------------------------------------------------------------------ end to end on the CPU
 
+@pytest.mark.slow
 def test_api_profile_gives_cpu_op_records(write):
     ref = write("ref.py", REF)
     rep = api.profile(ref, target="cpu", warmup=1, forwards=3)
@@ -81,6 +82,7 @@ def test_api_profile_gives_cpu_op_records(write):
     assert rep.floor is not None
 
 
+@pytest.mark.slow
 def test_cli_profile_json_end_to_end(write, capsys):
     ref, cand = write("ref.py", REF), write("cand.py", CAND)
     rc, out, _ = run(capsys, "profile", ref, cand, "--json", "--forwards", "2", "--warmup", "1")
@@ -117,6 +119,7 @@ def test_profile_error_paths(write, capsys, tmp_path):
         assert rc == 2 and doc["reason"] == "no_device" and "CUDA" in doc["message"]
 
 
+@pytest.mark.slow
 def test_candidate_that_crashes_is_reported_not_raised(write, capsys):
     ref, bad = write("ref.py", REF), write("bad.py", CRASHES)
     rc, out, _ = run(capsys, "profile", ref, bad, "--json", "--forwards", "1", "--warmup", "0")

@@ -29,6 +29,7 @@ def test_two_workers_get_different_directories():
     assert not a.workdir.exists()
 
 
+@pytest.mark.slow
 def test_worker_answers_and_dies_cleanly():
     with Worker() as w:
         reply = w.request({"op": "hello"}, timeout=60)
@@ -39,6 +40,7 @@ def test_worker_answers_and_dies_cleanly():
         assert e.value.reason is Reason.CRASH
 
 
+@pytest.mark.slow
 def test_spares_start_ahead_and_are_never_shared():
     """A spare is started before it is needed; taking it leaves none until refill; a dead spare is
     replaced by a fresh worker; close stops the one left."""
@@ -160,6 +162,7 @@ def _wait_file(path, seconds=20):
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
+@pytest.mark.slow
 @linux_only
 def test_freeze_stops_the_worker_and_its_descendants_and_thaw_resumes_them(write):
     """Frozen: every process of the worker's tree is stopped and gets no CPU; a request is refused (the judge's
@@ -192,6 +195,7 @@ def test_freeze_stops_the_worker_and_its_descendants_and_thaw_resumes_them(write
     assert _stat(child) is None and _stat(ghost) is None and _stat(w.pid) is None
 
 
+@pytest.mark.slow
 @linux_only
 def test_a_process_that_keeps_forking_is_killed_with_the_worker(write):
     """A chain in which each generation forks the next and exits (new pid, new parent every time) is caught:

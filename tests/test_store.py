@@ -1,3 +1,4 @@
+import pytest
 import multiprocessing as mp
 
 from kernelgate.store import Store
@@ -17,6 +18,7 @@ def test_roundtrip(tmp_path):
     assert row.kind == "bench" and row.workload == "w.py" and row.summary == "eager 1 ms"
 
 
+@pytest.mark.slow
 def test_several_writers_lose_nothing(tmp_path):
     path = tmp_path / "s.sqlite"
     Store(path)

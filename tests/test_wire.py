@@ -59,6 +59,7 @@ def test_a_reference_without_a_region_is_refused():
         wire.unpack([{"__kg_bulk__": [0, 4, "float32", [1]]}], None)
 
 
+@pytest.mark.slow
 def test_regions_travel_as_descriptors_and_large_tensors_cross_a_worker(tmp_path):
     """A worker receives a 4 MB input through the judge->worker region and replies through the other one;
     the regions reach it as file descriptors (closed on the judge's side once sent), never as files."""
@@ -129,6 +130,7 @@ def test_a_region_cannot_be_truncated_by_the_other_side_and_the_judge_still_read
     assert int(region.buf[-1]) == 7
 
 
+@pytest.mark.slow
 def test_no_room_for_a_region_is_the_judges_error_not_the_candidates(monkeypatch):
     from kernelgate.errors import KernelgateError
 

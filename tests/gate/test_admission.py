@@ -1,5 +1,6 @@
 """Task admission: a task is degenerate when a trivial output passes across trials, not when a 0-dim
 output equals its own mean."""
+import pytest
 from kernelgate import api, workload
 from kernelgate.gate import judge
 from kernelgate.records import Contract
@@ -20,6 +21,7 @@ def _prepare(write, body):
     return judge.prepare(workload.Spec.parse(write("ref.py", HEAD + body), "Model"), "cpu", Contract())
 
 
+@pytest.mark.slow
 def test_a_scalar_loss_is_admitted_and_its_expectation_rejected(write, tmp_path):
     task = _prepare(write, LOSS)
     assert task.admission.ok, task.admission.detail

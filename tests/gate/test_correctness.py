@@ -1,3 +1,4 @@
+import pytest
 import math
 
 import torch
@@ -99,6 +100,7 @@ def _verify_layout(write, tmp_path, ref: str, cand: str):
     return api.verify(write("ref.py", head + ref), write("cand.py", head + cand), store=str(tmp_path / "s.sqlite"))
 
 
+@pytest.mark.slow
 def test_contiguous_output_where_the_reference_returns_a_transposed_view(write, tmp_path):
     ref = """
 class Model(nn.Module):
@@ -128,6 +130,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_padded_computation_returning_the_valid_slice(write, tmp_path):
     cand = """
 class ModelNew(nn.Module):

@@ -59,6 +59,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rounding, expect", [("torch.round", "accepted"), ("torch.trunc", "rejected")])
 def test_int8_requantization_exact_reference(write, rounding, expect):
     v = api.verify(INT8_REF, write("cand.py", INT8_CAND.replace("ROUND", rounding)))
@@ -66,6 +67,7 @@ def test_int8_requantization_exact_reference(write, rounding, expect):
     assert expect == "accepted" or v.reason.value == "mismatch"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rounding, expr, expect", [
     ("torch.round", "q.double() * 0.5", "accepted"),                  # the oracle's grid exactly
     ("torch.round", "(q * 0.1) * 5.0", "accepted"),                   # the reference's own rounding
@@ -80,6 +82,7 @@ def test_steps_on_a_rounding_reference(write, rounding, expr, expect):
     assert "quantized output" in trial.detail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("one_step, rounding, expr, expect", [
     (0.6, "torch.trunc", "q.double() * 0.5", "accepted"),       # a contract allowing many one-step differences
     (0.0, "torch.round", "(q.double() * 0.1) * 5.0", "accepted"),  # none allowed: the oracle's computation

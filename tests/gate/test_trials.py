@@ -1,5 +1,6 @@
 """Trials that go where a cheat does not expect: integer ranges, integer buffers, negated parameters,
 edits of a trial's inputs (against caches keyed on sampled elements), NaN/Inf inputs."""
+import pytest
 import torch
 
 from kernelgate import api, workload
@@ -80,6 +81,7 @@ def test_advanced_indexing_gets_negative_indices(write):
     assert min(seen) == -50 and max(seen) == 49
 
 
+@pytest.mark.slow
 def test_a_candidate_ignoring_the_ignore_index_is_rejected(write, tmp_path):
     cand = """
 class ModelNew(nn.Module):
@@ -110,6 +112,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_a_cache_keyed_on_three_sampled_elements_is_rejected(write, tmp_path):
     cheat = """
 class ModelNew(nn.Module):
@@ -151,6 +154,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_a_positive_parameter_is_negative_in_some_trial(write, tmp_path):
     trials = _trials(_task(write, SCALE))
     assert any(t.state is not None and bool((t.state["scale"] < 0).all()) for t in trials)
@@ -184,6 +188,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_integer_buffers_are_perturbed_where_the_reference_runs(write, tmp_path):
     task = _task(write, PERMUTE)
     perm0 = task.oracle.state0["perm"]
@@ -229,6 +234,7 @@ def test_nan_propagating_ops_get_a_nan_inf_trial(write):
         assert bool(x.isnan().any()) and bool((x == float("inf")).any()) and bool((x == float("-inf")).any())
 
 
+@pytest.mark.slow
 def test_nan_handling_of_honest_kernels_is_not_judged_but_spreading_nan_is(write, tmp_path):
     where = """
 class ModelNew(nn.Module):
@@ -246,6 +252,7 @@ class ModelNew(nn.Module):
     assert correctness.NONFINITE_TRIAL in v.message
 
 
+@pytest.mark.slow
 def test_extreme_values_reach_exp_overflow(write, tmp_path):
     no_max = """
 class ModelNew(nn.Module):
@@ -258,6 +265,7 @@ class ModelNew(nn.Module):
     assert "extreme values" in v.message
 
 
+@pytest.mark.slow
 def test_references_without_a_judgeable_nan_output_get_no_nan_trial(write, tmp_path):
     total = "\nclass Model(nn.Module):\n    def forward(self, x):\n        return x.sum()\n" \
             "def get_inputs():\n    return [torch.randn(32, 64)]\ndef get_init_inputs():\n    return []\n"

@@ -162,6 +162,7 @@ open(_os.path.join(_d, "orphan.json"), "w").write("{}")
 """
 
 
+@pytest.mark.slow
 def test_worker_collects_compiled_artifacts_from_its_private_cache(write, tmp_path, monkeypatch):
     from kernelgate import workload
     from kernelgate.config import gate_config

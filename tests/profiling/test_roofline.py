@@ -197,7 +197,7 @@ def _min_s(fn, reps=12):
     return best
 
 
-@pytest.mark.parametrize("mib", [1, 4, 16, 64])
+@pytest.mark.parametrize("mib", [1, 4, 16, pytest.param(64, marks=pytest.mark.slow)])
 def test_honest_cpu_ops_are_never_below_the_floor(mib):
     """The floor check rejects a median below 0.9x the memory floor: on this host the fastest of a dozen
     calls of plain torch ops (in cache or not) must stay above it, or honest candidates would be rejected."""

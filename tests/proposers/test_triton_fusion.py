@@ -518,6 +518,7 @@ def test_small_gemms_stay_on_the_library_under_3xtf32(dev, write, source, kernel
     assert len(ns["_KG_TF_KERNELS"]) == kernels and all(k[2] is None for k in ns["_KG_TF_KERNELS"])
 
 
+@pytest.mark.slow
 def test_rendered_candidate_passes_the_gate(dev, write, tmp_path):
     if dev != "cpu":
         pytest.skip("the CPU gate with interpreted kernels; on a GPU see benchmarks/gpu_triton_fusion.py")
@@ -631,7 +632,8 @@ class ResidualNorm(nn.Module):
         return self.norm(x + self.gamma * r)
 
 
-@pytest.mark.parametrize("how, n", [("function", 1), ("method", 1), ("dim1", 0)])
+@pytest.mark.parametrize("how, n", [pytest.param("function", 1, marks=pytest.mark.slow),   # interpreted on a CPU
+                                     pytest.param("method", 1, marks=pytest.mark.slow), ("dim1", 0)])
 def test_row_softmax_with_its_prologue(dev, launches, how, n):
     m = ScaledSoftmax(how)
     gm = fx.symbolic_trace(copy.deepcopy(m))
@@ -697,6 +699,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_rendered_row_candidate_passes_the_gate_and_a_wrong_one_does_not(dev, write, tmp_path):
     if dev != "cpu":
         pytest.skip("the CPU gate with interpreted kernels")
@@ -771,6 +774,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_rendered_rowreduce_candidate_passes_the_gate(dev, write, tmp_path):
     if dev != "cpu":
         pytest.skip("the CPU gate with interpreted kernels")

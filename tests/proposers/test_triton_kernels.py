@@ -348,6 +348,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow
 def test_rendered_attention_candidate_passes_the_gate(dev, tmp_path):
     """The strategy as a search renders it (file embedding fx_rewrites and this module) goes through the CPU
     gate with interpreted kernels; a kernel that forgets the running-max rescale is rejected."""
