@@ -71,6 +71,20 @@ def _close(a, b):
     torch.testing.assert_close(a, b, rtol=2e-6, atol=2e-6, equal_nan=True)
 
 
+@pytest.fixture
+def ran(monkeypatch):
+    """(kernel name, its arguments) for every call of a built C++ function: what ran in C++. A launcher that
+    falls back to the torch ops (silently, by design, where a kernel does not apply) adds nothing here."""
+    calls = []
+    real = ck._kg_cpp_fn
+
+    def fn(name, source):
+        kernel = real(name, source)
+        return lambda *args: calls.append((name, args)) or kernel(*args)
+    monkeypatch.setattr(ck, "_kg_cpp_fn", fn)
+    return calls
+
+
 def test_rewrites_fuse_what_they_should(rewritten):
     _, gm, counts = rewritten["chain"]
     assert counts == {"cpp-layernorm": 0, "cpp-softmax": 0, "cpp-pointwise": 2}
@@ -82,32 +96,36 @@ def test_rewrites_fuse_what_they_should(rewritten):
     assert counts2 == {"cpp-layernorm": 2, "cpp-softmax": 3, "cpp-pointwise": 0}
 
 
-def test_kernels_match_eager_and_run_in_cpp(rewritten, monkeypatch):
-    built = []
-    real = ck._kg_cpp_fn
-    monkeypatch.setattr(ck, "_kg_cpp_fn", lambda name, src: built.append(name) or real(name, src))
+def test_kernels_match_eager_and_run_in_cpp(rewritten, ran):
     x, y = _inputs(64, 48), _inputs(64, 48).flip(0).contiguous()
     with torch.no_grad():
         for name, args in (("chain", (x, y)), ("norms", (x[6:].clone(),)), ("norms", (torch.randn(3, 5, 48),))):
             m, gm, _ = rewritten[name]
             for got, want in zip(gm(*args), m(*args)):
                 _close(got, want)
-    assert set(built) >= {"kg_softmax", "kg_layernorm"} and sum(b.startswith("kg_pw_") for b in built) == 2
+    names = [name for name, _ in ran]
+    assert names.count("kg_softmax") == 6 and names.count("kg_layernorm") == 4     # 3 and 2 per norms call
+    assert sum(n.startswith("kg_pw_") for n in names) == 2 and len(names) == 12
     assert not ck._KG_CPP_PENDING
 
 
-def test_flat_and_large_inputs_use_chunked_rows(rewritten):
+def test_flat_and_large_inputs_use_chunked_rows(rewritten, ran):
     m, gm, _ = rewritten["chain"]
     x, y = torch.randn(3, 5000, 48), torch.randn(3, 5000, 48)    # > the OpenMP threshold; rows of 48
     with torch.no_grad():
         for got, want in zip(gm(x, y), m(x, y)):
             _close(got, want)
+    # pointwise arguments: out, rows, row length, total, then (pointer, stride) per input
+    # rows of 48 where a last-dim parameter vector is an input, else flat chunks
+    assert [a[1:4] for n, a in ran] == [(15000, 48, 720000), (-(-720000 // ck._KG_CPP_CHUNK), ck._KG_CPP_CHUNK, 720000)]
+    assert all(n.startswith("kg_pw_") for n, _ in ran)
     t = torch.randn(10007)                                           # no vector input: flat, ragged last chunk
     prog = (("mul", ("x", 0), ("c", 0.1)), ("sigmoid", ("v", 0)), ("sub", ("c", 1.0), ("v", 1)))
     _close(ck.kg_cpp_pointwise(prog, t), ck._kg_cpp_eval(prog, (t,)))
+    assert ran[2][1][1:4] == (3, ck._KG_CPP_CHUNK, 10007) and len(ran) == 3
 
 
-def test_state_dict_reload_is_honoured(rewritten):
+def test_state_dict_reload_is_honoured(rewritten, ran):
     m, gm, _ = rewritten["chain"]
     x, y = torch.randn(8, 48), torch.randn(8, 48)
     with torch.no_grad():
@@ -123,6 +141,7 @@ def test_state_dict_reload_is_honoured(rewritten):
         mn.ln.weight.mul_(-2.0)
         mn.ln.bias.add_(1.0)
         _close(gn(x)[0], mn(x)[0])
+    assert {n for n, _ in ran} >= {"kg_softmax", "kg_layernorm"} and sum(n.startswith("kg_pw_") for n, _ in ran) == 4
 
 
 def test_fallbacks_are_the_reference_ops(rewritten, monkeypatch):
@@ -201,6 +220,7 @@ def test_no_compiler_means_no_pattern_and_a_note(write, monkeypatch, caplog):
     assert ck.KG_CPP_NO_COMPILER in caplog.text
 
 
+@pytest.mark.slow
 def test_rendered_candidate_passes_the_gate(write, tmp_path):
     ref = write("chain.py", CHAIN_WL)
     ctx = _ctx(ref)
@@ -208,8 +228,35 @@ def test_rendered_candidate_passes_the_gate(write, tmp_path):
     by_name = {lv[0][0].name: lv[0] for lv in lib.singles(ctx)}
     cand = lib._make(ctx, [by_name["cpp:pointwise"], by_name["cpp:softmax"], by_name["cpp:layernorm"]], None, 0)
     assert cand.source.count("def kg_cpp_pointwise(") == 1 and "#include <Python.h>" in cand.source
+    # here, on the reference's inputs: every kernel the graph calls runs in C++ (no structural fallback)
+    ns: dict = {"__name__": "kg_candidate"}
+    exec(compile(cand.source, "cand.py", "exec"), ns)                # noqa: S102 - the test's own candidate
+    calls = []
+    real = ns["_kg_cpp_fn"]
+    ns["_kg_cpp_fn"] = lambda name, src: calls.append(name) or real(name, src)
+    with torch.no_grad():
+        ns["ModelNew"](96).eval()(torch.randn(64, 96))
+    assert {"kg_softmax", "kg_layernorm"} <= set(calls) and any(c.startswith("kg_pw_") for c in calls), calls
+    # in the gate's worker: a launcher falling back to the torch ops (inputs the kernels do not take) raises,
+    # so an accepted verdict is the C++ kernels' own, not eager PyTorch's
     path = tmp_path / "cand.py"
-    path.write_text(cand.source)
+    path.write_text(cand.source + _NO_FALLBACK)
     v = api.verify(ref, str(path), store=str(tmp_path / "s.sqlite"))
     assert v.accepted, v.message
     assert not any("ctypes" in n or "files" in n for n in v.notes)
+
+
+_NO_FALLBACK = """
+
+_kg_test_cpp_ok = _kg_cpp_ok
+
+
+def _kg_cpp_ok(t):
+    if not _kg_test_cpp_ok(t):
+        raise RuntimeError("a C++ launcher fell back to torch")
+    return True
+
+
+def _kg_cpp_eval(prog, xs):
+    raise RuntimeError("kg_cpp_pointwise fell back to torch")
+"""

@@ -241,6 +241,7 @@ def test_strategies_apply_by_target(small):
 
 # ---------------------------------------------------------------- through the gate (CPU)
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["int8_linear_requant", "bf16_mlp"])
 def test_candidates_pass_the_gate_on_cpu(name, small, tmp_path):
     from kernelgate import api
@@ -250,8 +251,20 @@ def test_candidates_pass_the_gate_on_cpu(name, small, tmp_path):
     lib = Library()
     s = next(s for s in lib.strategies if s.name == strategy)
     params = {"triton_epilogue": False} if "int8" in name else {}
+    source = lib._make(ctx, [(s, params)], None, 0).source
+    # the candidate's graph calls the low-precision kernel (else the gate would be judging the reference itself)
+    r, model, xs = _load(ref)
+    ns: dict = {"__name__": "kg_candidate"}
+    exec(compile(source, "cand.py", "exec"), ns)                    # noqa: S102 - the test's own candidate
+    m = ns["ModelNew"](*r.init_inputs).eval()
+    m.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        m(*xs)
+    (gm,) = [v for k, v in vars(m).items() if k.startswith("_kg_gm_")]
+    kernel = {"int8_linear_requant": "kg_lp_int8_requant", "bf16_mlp": "kg_lp_linear_act"}[name]
+    assert any(getattr(n.target, "__name__", "") == kernel for n in gm.graph.nodes), gm.code
     cand = tmp_path / "cand.py"
-    cand.write_text(lib._make(ctx, [(s, params)], None, 0).source)
+    cand.write_text(source)
     v = api.verify(str(ref), str(cand), target="cpu", store=str(tmp_path / "kg.db"))
     assert v.status.value == "accepted", v.message
 
