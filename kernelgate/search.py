@@ -52,6 +52,9 @@ class SearchConfig:
     profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
 
 
+PLAN_SHARE = 0.95          # share of the budget the search plans to use
+
+
 class OutOfBudget(Exception):
     pass
 
@@ -77,10 +80,13 @@ class Search:
         self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
         self.confirm_ran = False
         self.spares: Spares | None = None             # the next candidate's worker, started ahead
+        self.baseline_check_s = 0.0                   # expected cost of the gate's check of an emitted baseline
 
     # ------------------------------------------------------------ budget
     def left(self) -> float:
-        return self.budget.seconds - (time.monotonic() - self.t0)
+        """Seconds left to plan with: the budget less what was spent and a 5% margin (evaluations and the
+        final check take longer than planned on a loaded machine; the promise is the budget plus 10%)."""
+        return PLAN_SHARE * self.budget.seconds - (time.monotonic() - self.t0)
 
     def _avg_s(self) -> float:
         return sum(self.durations) / len(self.durations) if self.durations else 0.0
@@ -89,8 +95,8 @@ class Search:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
         of the module emitted from it (its verdict's time again)."""
         best = self.best()
-        if best is None:
-            return 0.0
+        if best is None:        # the emitted module is then the faster baseline: its check costs about what
+            return self.baseline_check_s    # building and timing that baseline did
         return self.cost.get(best.candidate.id, self._avg_s()) + best.verdict.seconds
 
     def expected_s(self, c: Candidate) -> float:
@@ -100,11 +106,12 @@ class Search:
             return "runtime:compile" if "runtime:compile" in strategy else strategy_family(strategy)
         same = [self.cost[e.candidate.id] for e in self.history
                 if e.candidate.id in self.cost and kind(e.candidate.strategy) == kind(c.strategy)]
-        return max([self._avg_s()] + same)
+        # before any evaluation, one costs about what building and timing a baseline did
+        return max([self._avg_s() if self.durations else self.baseline_check_s] + same)
 
     def check_budget(self) -> None:
         """Stop before an evaluation that would not finish in time (leaving room to confirm the best)."""
-        need = self._avg_s() + self.reserve_s() if self.durations else 0.0
+        need = (self._avg_s() if self.durations else 0.0) + self.reserve_s()
         if self.left() <= need or len(self.history) >= self.budget.candidates:
             raise OutOfBudget
 
@@ -129,6 +136,7 @@ class Search:
             when, doc = kept
             self.timings = {k: Timing.from_json(v) for k, v in doc["timings"].items()}
             self.base_label = doc["faster"]
+            self.baseline_check_s = float(doc.get("check_s", 0.0))
             names = self._close_enough(self.timings)
             msg = (f"baselines from the store (measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))} with "
                    f"this workload, device and software): " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in
@@ -137,6 +145,7 @@ class Search:
             self.notes.append(msg)
             self.say(msg)
         build_s: dict[str, float] = {}
+        phase0 = time.monotonic()
         for name in names:
             s = Session(self.task, workload.Spec(ref.path, ref.cls), self.cfg, name, trusted=True)
             t0 = time.monotonic()
@@ -161,8 +170,11 @@ class Search:
                 tcfg = replace(tcfg, rounds=2)
             self.timings, _ = bench_mod.measure(self.task, dict(self.base_sessions), self.cfg, tcfg, lambda m: None)
             self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
+            phase = time.monotonic() - phase0
+            self.baseline_check_s = phase / max(len(self.base_sessions), 1)
             self.store.put_baselines(key, {"timings": {k: t.to_json() for k, t in self.timings.items()},
-                                           "faster": self.base_label, "build_s": build_s})
+                                           "faster": self.base_label, "build_s": build_s,
+                                           "check_s": self.baseline_check_s})
             self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
                      + f"; faster: {self.base_label}")
             for name in [n for n in self.base_sessions if n not in self._close_enough(self.timings)]:
@@ -321,9 +333,9 @@ class Search:
         self.spares = Spares(**worker_limits(self.task, self.cfg))
         self.spares.refill()                          # starts while the baselines build
         self.baselines()
-        if self.left() <= 0:
-            msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines; no candidate was tried "
-                   "(give a larger --budget)")
+        if self.left() <= self.reserve_s():
+            msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines (and the time kept for "
+                   "the check of the emitted module); no candidate was tried (give a larger --budget)")
             self.notes.append(msg)
             self.say(msg)
             raise OutOfBudget

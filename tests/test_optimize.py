@@ -205,9 +205,12 @@ def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
     from kernelgate.search import Search
     ev = _timed
     fresh = {"a": ev("a", 0.94, claimed=False), "b": ev("b", 1.3), "c": ev("c", 1.25)}
+    import time as _time
+    from kernelgate.search import Budget
     s = object.__new__(Search)
     s.scfg, s.notes, s.confirmations, s.confirmed = SearchConfig(), [], [], None
     s.say = lambda m: None
+    s.budget, s.t0, s.cost, s.durations = Budget(300), _time.monotonic(), {}, []     # plenty of time left
     s.history = [ev("c", 1.25), ev("a", 1.19), ev("b", 1.3), ev("d", 2.0, claimed=False)]
     tried = []
     s._judge_and_time = lambda c, tcfg, profile: tried.append(c.id) or fresh[c.id]
@@ -227,15 +230,19 @@ def test_budget_keeps_room_to_confirm_the_best():
     import time as _time
     from kernelgate.search import Budget, OutOfBudget, Search
     s = object.__new__(Search)
-    s.budget, s.t0 = Budget(seconds=100.0), _time.monotonic() - 60.0       # 40 s left
+    s.budget, s.t0 = Budget(seconds=100.0), _time.monotonic() - 60.0       # 35 s left to plan (95% of 100 s)
     s.history, s.durations, s.cost = [_timed("slow", 2.0, claimed=False)], [30.0], {"slow": 30.0}
-    s.check_budget()                                   # no best: one more 30 s evaluation fits
+    s.baseline_check_s = 4.0                           # checking an emitted baseline
+    s.check_budget()                                   # no best: one more 30 s evaluation + 4 s fits
+    s.baseline_check_s = 15.0
+    with pytest.raises(OutOfBudget):                   # 30 s + 15 s for the emitted baseline's check > 35 s
+        s.check_budget()
     s.history.append(_timed("best", 2.0))
     s.durations.append(5.0)
     s.cost["best"] = 5.0
-    s.check_budget()                                   # average 17.5 s + confirming the best 5 s < 40 s
+    s.check_budget()                                   # average 17.5 s + confirming the best 5 s < 35 s
     s.cost["best"] = 25.0
-    with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 40 s
+    with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 35 s
         s.check_budget()
 
 
