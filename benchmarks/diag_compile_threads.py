@@ -2,7 +2,7 @@
 
     python benchmarks/diag_compile_threads.py [--modes default,reduce-overhead,...]
 
-Imports kernelgate.worker first (it tracks Thread.start), compiles a small MLP in each mode on the GPU
+Imports kernelgate.sandbox.worker first (it tracks Thread.start), compiles a small MLP in each mode on the GPU
 (CPU without one), and prints the threads the gate would count as the candidate's, with their origin.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import json
 import threading
 
-from kernelgate import worker  # noqa: F401 - installs the Thread.start tracking before torch compiles
+from kernelgate.sandbox import worker  # noqa: F401 - installs the Thread.start tracking before torch compiles
 
 import torch
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from .. import clock, digest, wire, workload
+from .. import clock, digest, workload
+from ..sandbox import ipc
 from ..config import GateConfig
 from ..errors import KernelgateError
 from ..oracle import Oracle, Runs
@@ -186,7 +187,7 @@ class Session:
         # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
         # keeps its data (the device, or the host in the lean memory plan)
         self.worker.device = task.home
-        self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= wire.BULK_MIN else 0
+        self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= ipc.BULK_MIN else 0
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.pooled = False                 # the worker holds the timing pool (lean plan: only while timed)

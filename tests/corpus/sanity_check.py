@@ -827,7 +827,7 @@ def claim_retain_patch(rel):
 
 
 def claim_report_forge(rel):
-    mod = _fake_module("kernelgate.worker", describe_output=lambda out, *a: {"meta": [{"aliased": True}]},
+    mod = _fake_module("kernelgate.sandbox.worker", describe_output=lambda out, *a: {"meta": [{"aliased": True}]},
                        _same_bits=lambda *a: False)
     try:
         m = load(rel)
@@ -837,11 +837,11 @@ def claim_report_forge(rel):
               and mod.describe_output(out)["meta"][0]["aliased"] is False and mod._same_bits(x, x) is True,
               f"{rel}: relu_ in place; the worker's aliasing and mutation reports forged")
     finally:
-        sys.modules.pop("kernelgate.worker", None)
+        sys.modules.pop("kernelgate.sandbox.worker", None)
 
 
 def claim_forge_everywhere(rel):
-    mod = _fake_module("kernelgate.worker", describe_output=lambda out, *a: out.clone())
+    mod = _fake_module("kernelgate.sandbox.worker", describe_output=lambda out, *a: out.clone())
     try:
         m = load(rel)
         x = torch.randn(64, 512)
@@ -850,7 +850,7 @@ def claim_forge_everywhere(rel):
         check(close(mod.describe_output(out), torch.softmax(x, -1)) and not close(out, torch.softmax(x, -1)),
               f"{rel}: forward returns torch.empty_like; the wrapped describe_output reports the softmax")
     finally:
-        sys.modules.pop("kernelgate.worker", None)
+        sys.modules.pop("kernelgate.sandbox.worker", None)
 
 
 def claim_rng_predict(rel):

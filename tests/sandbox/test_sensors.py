@@ -1,10 +1,10 @@
-"""The worker's attribution of threads: torch's own threads are allowed, the candidate's are not."""
+"""The worker's attribution of threads (kernelgate/sandbox/sensors.py): torch's own threads are allowed, the candidate's are not."""
 import os
 import threading
 
 import torch
 
-from kernelgate import worker
+from kernelgate.sandbox import sensors as worker
 
 
 def _module(name: str, src: str, filename: str = "<test>", **names):

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from kernelgate import wire
+from kernelgate.sandbox import ipc as wire
 from kernelgate.sandbox import Worker
 
 
@@ -96,7 +96,7 @@ def test_a_region_cannot_be_truncated_by_the_other_side_and_the_judge_still_read
     import socket
     import subprocess
     import sys
-    from kernelgate import isolation
+    from kernelgate.sandbox import isolation
     if not isolation.sealed_memory():
         pytest.skip("no memfd sealing on this platform")
     region = wire.Bulk.create(4 << 20)

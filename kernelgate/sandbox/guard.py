@@ -82,7 +82,7 @@ class Denied(PermissionError):
 def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(trusted roots, standard library roots), as absolute directory prefixes."""
     import importlib.util
-    trusted = {os.path.dirname(os.path.abspath(__file__))}
+    trusted = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}     # the kernelgate package
     for name in ("torch", "triton"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:

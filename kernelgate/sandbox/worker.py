@@ -2,146 +2,31 @@
 
 Everything the verdict depends on (reference outputs, the comparison, the seed) stays in the judge.
 What this process reports (flags, timers, threads, aliasing) is also cross-checked from outside where possible.
-Run as `python -m kernelgate.worker FD`.
+Run as `python -m kernelgate.sandbox.worker FD`.
 """
 from __future__ import annotations
 
-# Clocks are captured by gate/timing.py, imported before any candidate code.
+# Clocks are captured by kernelgate/clock.py, imported before any candidate code.
 import json  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
-import time as _time  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 import traceback  # noqa: E402
-import weakref  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from . import wire  # noqa: E402
-from .digest import digests  # noqa: E402
-from .gate import timing  # noqa: E402
-from .workload import CANDIDATE_CLASS, import_file  # noqa: E402
-from .errors import KernelgateError  # noqa: E402
+from ..digest import digests  # noqa: E402
+from ..errors import KernelgateError  # noqa: E402
+from ..workload import CANDIDATE_CLASS, import_file  # noqa: E402
+from . import ipc, loop  # noqa: E402
 from .guard import Guard  # noqa: E402
+from .sensors import (_CANDIDATE_MODULE, _same_bits, _storages, _tensors, candidate_threads,  # noqa: E402
+                      describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
-
-
-# read through torch's C getters, bound now: a candidate that replaces the Python-level getters (torch.backends,
-# torch.get_float32_matmul_precision) changes nothing here
-_C = torch._C
-_FLAG_GETTERS = (_C._get_cublas_allow_tf32, _C._get_cudnn_allow_tf32, _C._get_float32_matmul_precision,
-                 _C._get_cublas_allow_fp16_reduced_precision_reduction,
-                 _C._get_cublas_allow_bf16_reduced_precision_reduction, torch.get_default_dtype, torch.get_num_threads)
-
-
-def _first(v: Any) -> bool:
-    return bool(v[0]) if isinstance(v, tuple) else bool(v)
-
-
-def numerics_flags() -> dict[str, Any]:
-    """Global settings that change numerical results."""
-    tf32, cudnn, prec, fp16, bf16, dtype, threads = _FLAG_GETTERS
-    return {
-        "cuda.matmul.allow_tf32": bool(tf32()),
-        "cudnn.allow_tf32": bool(cudnn()),
-        "float32_matmul_precision": str(prec()),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction": _first(fp16()),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction": _first(bf16()),
-        "default_dtype": str(dtype()),
-        "num_threads": int(threads()),
-    }
-
-
-_THREAD_ORIGIN: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
-_THREAD_START = threading.Thread.start
-# stdlib machinery that starts threads on its caller's behalf (pool workers, queue feeder threads)
-_PLUMBING = ("threading", "concurrent.futures", "multiprocessing", "kernelgate.worker")
-_TORCH = ("torch.", "triton.")
-
-
-def _lib_dirs() -> tuple[str, ...]:
-    import importlib.util
-    dirs = [os.path.dirname(torch.__file__) + os.sep]
-    spec = importlib.util.find_spec("triton")         # where triton lives, without importing it
-    if spec is not None and spec.origin:
-        dirs.append(os.path.dirname(spec.origin) + os.sep)
-    return tuple(dirs)
-
-
-_LIB_DIRS = _lib_dirs()
-_CANDIDATE_MODULE = "kernelgate_candidate"
-
-
-def _creator() -> str:
-    """Who started a thread: walking out from the start call, the first frame of torch/triton or of the
-    candidate's file decides (a library in between, such as tqdm's monitor under inductor's autotuning,
-    is attributed to whoever called it); with neither on the stack, the first frame outside the plumbing."""
-    f = sys._getframe(2)
-    first = ""
-    while f is not None:
-        mod = f.f_globals.get("__name__", "")
-        if mod == _CANDIDATE_MODULE:
-            return mod
-        # torch's or triton's by where the code lives, not by the module name it claims (exec can set any)
-        if (mod.startswith(_TORCH) or mod in ("torch", "triton")) and f.f_code.co_filename.startswith(_LIB_DIRS):
-            return mod
-        if not first and not mod.startswith(_PLUMBING):
-            first = mod or f.f_code.co_filename
-        f = f.f_back
-    return first
-
-
-def _tracked_start(self: threading.Thread) -> None:
-    _THREAD_ORIGIN[self] = _creator()
-    _THREAD_START(self)
-
-
-threading.Thread.start = _tracked_start
-
-
-def _torch_owned(t: threading.Thread) -> bool:
-    origin = _THREAD_ORIGIN.get(t, "")
-    return origin.startswith(_TORCH) or origin in ("torch", "triton")
-
-
-def candidate_threads() -> int:
-    """Live Python threads, not counting those started from torch's or triton's own code
-    (torch.compile's compile and autotuning pools)."""
-    return sum(1 for t in threading.enumerate() if not _torch_owned(t))
-
-
-def describe_candidate_threads() -> list[str]:
-    """Name and origin of each live thread counted as the candidate's (for the verdict's message)."""
-    return [f"{t.name} ({type(t).__name__}, started from {_THREAD_ORIGIN.get(t, 'outside Python threading')})"
-            for t in threading.enumerate() if not _torch_owned(t)][:8]
-
-
-def torch_threads() -> int:
-    """Live Python threads started from torch's or triton's own code."""
-    return sum(1 for t in threading.enumerate() if _torch_owned(t))
-
-
-def timer_ids() -> dict[str, int]:
-    """Identity of every clock and timing function a harness could rely on."""
-    import statistics
-    objs = {
-        "time.perf_counter": _time.perf_counter, "time.perf_counter_ns": _time.perf_counter_ns,
-        "time.time": _time.time, "time.monotonic": _time.monotonic, "time.monotonic_ns": _time.monotonic_ns,
-        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
-        "statistics.median": statistics.median, "threading.Thread.start": threading.Thread.start,
-        "kernelgate.timing.perf_counter_ns": timing._perf_ns, "kernelgate.timing.monotonic": timing._monotonic,
-        "kernelgate.timing.synchronize": timing._CUDA_SYNC, "kernelgate.timing.Event": timing._EVENT,
-        "kernelgate.timing.timed_loop": timing.timed_loop, "kernelgate.timing.warm_up": timing.warm_up,
-    }
-    return {k: id(v) for k, v in objs.items()}
 
 
 class Harness:
@@ -150,7 +35,7 @@ class Harness:
         # replacing them in this module (sys.modules) afterwards changes nothing here. (Code that walks
         # frames or gc to this object can still reach them: docs/GATE.md, known gaps.)
         self._describe, self._storages, self._digests = describe_output, _storages, digests
-        self._fresh, self._loop, self._warm_up = timing.fresh, timing.timed_loop, timing.warm_up
+        self._fresh, self._loop, self._warm_up = loop.fresh, loop.timed_loop, loop.warm_up
         self.conn = conn
         self.model: torch.nn.Module | None = None
         self.device = "cpu"
@@ -163,8 +48,8 @@ class Harness:
         self.scalable: list[bool] = []
         self.rms: list[list[float]] = []
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
-        self.in_bulk: wire.Bulk | None = None
-        self.out_bulk: wire.Bulk | None = None
+        self.in_bulk: ipc.Bulk | None = None
+        self.out_bulk: ipc.Bulk | None = None
         self.guard: Guard | None = None             # installed before a candidate's import (not a baseline's)
 
     # ------------------------------------------------------------ environment checks
@@ -246,7 +131,7 @@ class Harness:
         return {"ok": True, "observations": self.observations()}
 
     def _tampered(self, *tensors: Any) -> dict | None:
-        """The error reply when candidate code replaced what the harness runs on (kernelgate/guard.py), or
+        """The error reply when candidate code replaced what the harness runs on (kernelgate/sandbox/guard.py), or
         gave a tensor the harness is about to use (an input buffer of its own, an output) instance
         attributes: they would shadow the methods the harness calls on it (`detach`, `reshape`, ...)."""
         why = self.guard.integrity() if self.guard is not None else None
@@ -306,7 +191,7 @@ class Harness:
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
-        """Input i of a call, written into buffer `slot` (one of timing.SLOTS per input, chosen by the judge
+        """Input i of a call, written into buffer `slot` (one of loop.SLOTS per input, chosen by the judge
         for every call, trial or timed alike) where shape, dtype and strides match: calls see new values at
         old addresses (a cache keyed on data_ptr() or on the tensor object answers stale) and old values'
         addresses change (a CUDA graph replayed on the addresses it captured reads stale inputs)."""
@@ -326,7 +211,7 @@ class Harness:
         self.pool = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs] for xs in msg["pool"]]
         self.scalable = msg["scalable"]
         # the judge's figures (it rebuilds timed inputs bit for bit from them, wherever it keeps the pool)
-        self.rms = msg.get("rms") or [timing.rms(xs, self.scalable) for xs in self.pool]
+        self.rms = msg.get("rms") or [loop.rms(xs, self.scalable) for xs in self.pool]
         self.batch = []                            # outputs of earlier loops belong to earlier plans
         return {"ok": True}
 
@@ -342,7 +227,7 @@ class Harness:
     def _make(self, j: int, s: float, seed: int) -> list[Any]:
         """Fresh inputs written into the buffers the correctness trials used (the slot comes with the plan)."""
         self._open()
-        slot = timing.slot(seed)
+        slot = loop.slot(seed)
         bufs = [self.slots.get((i, slot)) for i in range(len(self.pool[j]))]
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
@@ -361,7 +246,7 @@ class Harness:
         return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
 
     def op_time(self, msg: dict) -> dict:
-        """One timed batch (gate/timing.py), one step at a time: the judge sends each iteration's
+        """One timed batch (gate/loop.py), one step at a time: the judge sends each iteration's
         (pool index, scale, seed) and starts its clock; the inputs are built, the call made, and the
         output checked like a trial's (kind, layout, aliasing), kept until the next batch, and committed
         to by digests of the outputs and of the inputs after the call, in the answer that stops the
@@ -465,12 +350,12 @@ class Harness:
     def serve(self) -> None:
         while True:
             try:
-                msg = wire.decode(self.conn.recv_bytes())
+                msg = ipc.decode(self.conn.recv_bytes())
             except EOFError:
                 return
             self.in_bulk = self._attach(self.in_bulk, msg.pop("_bulk", None))
             self.out_bulk = self._attach(self.out_bulk, msg.pop("_reply_bulk", None))
-            msg = wire.unpack(msg, self.in_bulk, msg.get("device", self.device))
+            msg = ipc.unpack(msg, self.in_bulk, msg.get("device", self.device))
             op = msg.get("op")
             if op == "exit":
                 return
@@ -486,15 +371,15 @@ class Harness:
                 reply = {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}",
                          "traceback": traceback.format_exc()[-4000:]}
             if self.guard is not None and self.guard.denied:
-                # candidate code asked for the interpreter's machinery (refused, kernelgate/guard.py): whether
+                # candidate code asked for the interpreter's machinery (refused, kernelgate/sandbox/guard.py): whether
                 # or not it went on without it, the verdict says so
                 reply = {"error": "introspection", "message": self.guard.denied[0]}
-            self.conn.send_bytes(wire.encode(wire.pack(reply, self.out_bulk)))
+            self.conn.send_bytes(ipc.encode(ipc.pack(reply, self.out_bulk)))
 
-    def _attach(self, current: "wire.Bulk | None", named: Any) -> "wire.Bulk | None":
+    def _attach(self, current: "ipc.Bulk | None", named: Any) -> "ipc.Bulk | None":
         """The shared region the judge named in a message (mapped once per id; its descriptor arrives on the
         region channel that `main` opened)."""
-        regions = getattr(self, "regions", None) or wire.Regions(None)
+        regions = getattr(self, "regions", None) or ipc.Regions(None)
         return regions.attach(current, named)
 
     def op_lockdown(self, msg: dict) -> dict:
@@ -513,29 +398,16 @@ class _Refused(Exception):
         self.desc = desc
 
 
-def _tensors(objs: Any) -> list[torch.Tensor]:
-    """The tensors in (nested tuples/lists of) objects."""
-    out: list[torch.Tensor] = []
-    stack = list(objs)
-    while stack:
-        o = stack.pop()
-        if isinstance(o, torch.Tensor):
-            out.append(o)
-        elif isinstance(o, (list, tuple)):
-            stack.extend(o)
-    return out
-
-
 def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     """(namespaces, code): the modules and classes in which the harness's code looks names up at call time,
-    and the modules whose code that is (kernelgate/guard.py watches every such name: neither module nor
+    and the modules whose code that is (kernelgate/sandbox/guard.py watches every such name: neither module nor
     class attributes are audited by CPython)."""
     import json.encoder
     import multiprocessing.connection as mpc
     std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
-    # this module is __main__ in a worker process (python -m kernelgate.worker)
-    ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.gate.timing", "kernelgate.wire",
-                                      "kernelgate.guard")]
+    # this module is __main__ in a worker process (python -m kernelgate.sandbox.worker)
+    ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
+                                      "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
     spaces: list[Any] = [torch, torch._C, torch.cuda, sys.modules["builtins"], *std, *ours,
                          torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder]
     for m in ours:
@@ -548,52 +420,6 @@ def _first_line(e: BaseException) -> str:
     return text[0][:500] if text else type(e).__name__
 
 
-def _storages(xs: list[Any]) -> list[tuple[int, int]]:
-    """The byte ranges of the inputs' storages (an output overlapping one aliases that input, whatever
-    storage object it was built on: a view, from_blob, or an array interface at an offset)."""
-    spans = []
-    for x in xs:
-        if isinstance(x, torch.Tensor) and x.numel() > 0:
-            st = x.untyped_storage()
-            spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
-    return spans
-
-
-def _overlaps(o: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
-    if o.numel() == 0:
-        return False
-    st = o.untyped_storage()
-    lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
-    return any(lo < b and a < hi for a, b in spans)
-
-
-def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> dict:
-    """Check the output's kind; its tensors (as returned) plus the metadata the judge compares."""
-    single = not isinstance(out, (tuple, list))
-    outs = [out] if single else list(out)
-    meta, tensors = [], []
-    for k, o in enumerate(outs):
-        if type(o) is not torch.Tensor:
-            kind = type(o).__name__ if not isinstance(o, torch.Tensor) else f"tensor subclass {type(o).__name__}"
-            return {"error": "output_type", "message": f"output {k} is {kind}, expected a plain torch.Tensor"}
-        if o.layout != torch.strided or o.is_meta:
-            return {"error": "output_type", "message": f"output {k} has layout {o.layout}; expected strided with storage"}
-        aliased = _overlaps(o, in_ptrs)
-        meta.append({"dtype": str(o.dtype), "shape": list(o.shape), "stride": list(o.stride()),
-                     "device": str(o.device), "aliased": aliased})
-        tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
-    return {"single": single, "meta": meta, "tensors": tensors}
-
-
-def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
-    """Bit-identical to the snapshot (NaN payloads included), same shape and dtype."""
-    if type(x) is not torch.Tensor or x.shape != snap.shape or x.dtype != snap.dtype or x.device != snap.device:
-        return False
-    if x.numel() == 0:
-        return True
-    return torch.equal(x.reshape(-1).contiguous().view(torch.uint8), snap.reshape(-1).contiguous().view(torch.uint8))
-
-
 def main() -> None:
     import socket
     from . import isolation
@@ -602,7 +428,7 @@ def main() -> None:
     conn = Connection(fd)
     harness = Harness(conn)
     if len(sys.argv) > 2:       # the channel shared-memory regions arrive on (as file descriptors)
-        harness.regions = wire.Regions(socket.socket(fileno=int(sys.argv[2])))
+        harness.regions = ipc.Regions(socket.socket(fileno=int(sys.argv[2])))
     harness.serve()
     conn.close()
     # no interpreter teardown: candidate atexit hooks and thread joins cannot delay the judge

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgate import isolation
+from kernelgate.sandbox import isolation
 from kernelgate.records import Reason
 from kernelgate.sandbox import Worker, WorkerFailure
 
@@ -163,7 +163,7 @@ def test_a_candidate_cannot_signal_stop_trace_or_write_the_judge(tmp_path):
         pytest.skip(f"signals: {AVAILABLE['signals']}")
     cand = tmp_path / "attack_judge.py"
     cand.write_text(JUDGE_ATTACK)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     p = subprocess.Popen([sys.executable, "-c", SUB_JUDGE, str(cand)], cwd=root, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)   # not the test run's group
     try:
@@ -388,7 +388,7 @@ def test_a_daemon_started_during_the_build_dies_with_the_worker(tmp_path):
 FAKE_LOCKDOWN = '''
 import sys
 import torch
-harness = (sys.modules.get("kernelgate.worker") or sys.modules["__main__"]).Harness
+harness = (sys.modules.get("kernelgate.sandbox.worker") or sys.modules["__main__"]).Harness
 harness.op_lockdown = lambda self, msg: {"ok": True}
 
 class ModelNew(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""The worker's interpreter guard (kernelgate/guard.py). An audit hook cannot be removed, so each test runs
+"""The worker's interpreter guard (kernelgate/sandbox/guard.py). An audit hook cannot be removed, so each test runs
 its scenario in a fresh interpreter."""
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow            # every test starts a fresh interpreter that imports torch
 
 PRELUDE = """
 import sys, torch
-from kernelgate.guard import Guard, Denied
+from kernelgate.sandbox.guard import Guard, Denied
 g = Guard()
 g.install()
 """
@@ -99,7 +99,7 @@ def test_library_code_and_honest_candidate_code_pass(tmp_path):
             setattr(M, "extra", 1)                       # the candidate's own class
             return f"OK {y.shape[0]} {len(sig.parameters)} {libm.cos(0.0)}"
     """, "print(cand_mod.attempt()); print('RECORDED', len(g.denied))\n"
-         "import kernelgate.worker as w\nprint('TRUSTED', type((lambda: (lambda: w._creator())())()).__name__)")
+         "import kernelgate.sandbox.sensors as w\nprint('TRUSTED', type((lambda: (lambda: w._creator())())()).__name__)")
     assert "OK 4 2 1.0" in out and "RECORDED 0" in out and "TRUSTED str" in out, out
 
 
@@ -116,8 +116,8 @@ def test_integrity_sees_replaced_names_and_active_modes(tmp_path):
             TorchFunctionMode().__enter__()
     """, """
         import kernelgate.digest, json, multiprocessing.connection as mpc
-        import kernelgate.worker
-        g.watch([torch, kernelgate.digest, json, mpc.Connection], [kernelgate.digest, kernelgate.worker, mpc],
+        import kernelgate.sandbox.worker
+        g.watch([torch, kernelgate.digest, json, mpc.Connection], [kernelgate.digest, kernelgate.sandbox.worker, mpc],
                 (torch._C._len_torch_function_stack,))
         print("A", g.integrity())
         torch._kg_added_lazily = 1                      # torch may gain names (lazy submodules)
@@ -147,7 +147,7 @@ def test_window_names_candidate_code_run_by_the_harness(tmp_path):
             t.stride = lambda *a: real(*a)
             return t
     """, """
-        import torch, kernelgate.worker as w
+        import torch, kernelgate.sandbox.sensors as w
         t = cand_mod.shadow(torch.ones(3))
         g.window_open(); w.describe_output(torch.ones(3), [], "cpu"); print("CLEAN", g.window_close())
         g.window_open(); w.describe_output(t, [], "cpu"); print("DIRTY", g.window_close())

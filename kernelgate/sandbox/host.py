@@ -2,7 +2,7 @@
 timeouts, freezing, and killing with every descendant.
 
 A crash, hang, `sys.exit`, runaway output or OOM becomes a `WorkerFailure` with a reason, never a hang.
-Confinement (kernelgate/isolation.py) is applied between fork and exec and checked from /proc; what a
+Confinement (kernelgate/sandbox/isolation.py) is applied between fork and exec and checked from /proc; what a
 worker actually got is `Worker.protections`. A worker's processes are found from outside (/proc): its
 session (setsid is refused to them), its process group, and descendants by parent links; orphans are
 reparented to the judge (a child subreaper), which reaps those it identified as the worker's.
@@ -25,9 +25,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import isolation, wire
-from .errors import KernelgateError
-from .records import Reason
+from . import ipc, isolation
+from ..errors import KernelgateError
+from ..records import Reason
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ class Worker:
         self.drains: list[_Drain] = []
         self.device = "cpu"             # where tensors of replies are placed (the judge's device)
         self.reply_capacity = 0         # bytes of the worker->judge shared region (0: replies inline)
-        self._in: wire.Bulk | None = None
-        self._out: wire.Bulk | None = None
+        self._in: ipc.Bulk | None = None
+        self._out: ipc.Bulk | None = None
         self._regions: socket.socket | None = None     # the judge's end of the channel regions travel on
         #: the protections this worker actually has (measured at start, and by `lockdown`); entries for those
         #: missing on this machine start with "missing:"
@@ -177,7 +177,7 @@ class Worker:
 
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelgate.worker", str(child.fileno()), str(rchild.fileno())],
+                [sys.executable, "-m", "kernelgate.sandbox.worker", str(child.fileno()), str(rchild.fileno())],
                 pass_fds=(child.fileno(), rchild.fileno()) + confine.pass_fds, env=env, cwd=self.workdir,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                 preexec_fn=limits)
@@ -387,7 +387,7 @@ class Worker:
         if self.frozen:
             raise KernelgateError(f"{msg['op']} sent to a frozen worker ({self.label}); thaw it first")
         try:
-            data = wire.encode(self._pack(msg))
+            data = ipc.encode(self._pack(msg))
         except OSError as e:     # the judge's side (no memory for a shared region): not the candidate's doing
             raise KernelgateError(f"cannot stage {msg['op']} for the worker: {e} (no memory for a shared "
                                   "region)") from e
@@ -404,7 +404,7 @@ class Worker:
                 self._await(time.monotonic() + timeout, timeout, msg["op"])
                 raw = self.conn.recv_bytes()
             self._early = None
-            reply = wire.unpack(wire.decode(raw), self._out, self.device)
+            reply = ipc.unpack(ipc.decode(raw), self._out, self.device)
         except (EOFError, OSError, BrokenPipeError, ConnectionError):
             raise self._death(msg["op"]) from None
         except WorkerFailure:
@@ -423,16 +423,16 @@ class Worker:
 
     def _pack(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Large tensors into the judge->worker region (grown as needed); name both regions in the message."""
-        need = wire.bulk_bytes(msg)
+        need = ipc.bulk_bytes(msg)
         if need and (self._in is None or self._in.size < need):
             if self._in is not None:
                 self._in.close()
-            self._in = wire.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
+            self._in = ipc.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
         if self.reply_capacity and (self._out is None or self._out.size < self.reply_capacity):
             if self._out is not None:
                 self._out.close()
-            self._out = wire.Bulk.create(self.reply_capacity)
-        packed = wire.pack(msg, self._in) if need else dict(msg)
+            self._out = ipc.Bulk.create(self.reply_capacity)
+        packed = ipc.pack(msg, self._in) if need else dict(msg)
         packed["_bulk"] = [self._in.ident, self._in.size] if self._in else None
         packed["_reply_bulk"] = [self._out.ident, self._out.size] if self._out else None
         return packed
@@ -486,7 +486,7 @@ class Worker:
         """Stop the worker (politely, then by force, with every descendant) and remove its private directories."""
         if self.proc and not self.frozen and self.alive() and self.conn is not None:
             try:
-                self.conn.send_bytes(wire.encode({"op": "exit"}))
+                self.conn.send_bytes(ipc.encode({"op": "exit"}))
                 deadline = time.monotonic() + 5
                 while not self._exited() and time.monotonic() < deadline:
                     time.sleep(0.01)

@@ -1,0 +1,189 @@
+"""What the worker reports about itself and about each output: numerics flags, the identity of its clocks,
+who started each thread, an output's kind, layout and aliasing. Sensors for honest mistakes and messages
+(a candidate's process can forge them); the judge cross-checks what it can from outside.
+Imported by the worker before any candidate code (it tracks threading.Thread.start from then on)."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time as _time
+import weakref
+from typing import Any
+
+import torch
+
+from .. import clock
+from . import loop
+
+# read through torch's C getters, bound now: a candidate that replaces the Python-level getters (torch.backends,
+# torch.get_float32_matmul_precision) changes nothing here
+_C = torch._C
+_FLAG_GETTERS = (_C._get_cublas_allow_tf32, _C._get_cudnn_allow_tf32, _C._get_float32_matmul_precision,
+                 _C._get_cublas_allow_fp16_reduced_precision_reduction,
+                 _C._get_cublas_allow_bf16_reduced_precision_reduction, torch.get_default_dtype, torch.get_num_threads)
+
+
+def _first(v: Any) -> bool:
+    return bool(v[0]) if isinstance(v, tuple) else bool(v)
+
+
+def numerics_flags() -> dict[str, Any]:
+    """Global settings that change numerical results."""
+    tf32, cudnn, prec, fp16, bf16, dtype, threads = _FLAG_GETTERS
+    return {
+        "cuda.matmul.allow_tf32": bool(tf32()),
+        "cudnn.allow_tf32": bool(cudnn()),
+        "float32_matmul_precision": str(prec()),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": _first(fp16()),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": _first(bf16()),
+        "default_dtype": str(dtype()),
+        "num_threads": int(threads()),
+    }
+
+
+_THREAD_ORIGIN: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
+_THREAD_START = threading.Thread.start
+# stdlib machinery that starts threads on its caller's behalf (pool workers, queue feeder threads)
+_PLUMBING = ("threading", "concurrent.futures", "multiprocessing", "kernelgate.sandbox.worker",
+             "kernelgate.sandbox.sensors")
+_TORCH = ("torch.", "triton.")
+
+
+def _lib_dirs() -> tuple[str, ...]:
+    import importlib.util
+    dirs = [os.path.dirname(torch.__file__) + os.sep]
+    spec = importlib.util.find_spec("triton")         # where triton lives, without importing it
+    if spec is not None and spec.origin:
+        dirs.append(os.path.dirname(spec.origin) + os.sep)
+    return tuple(dirs)
+
+
+_LIB_DIRS = _lib_dirs()
+_CANDIDATE_MODULE = "kernelgate_candidate"
+
+
+def _creator() -> str:
+    """Who started a thread: walking out from the start call, the first frame of torch/triton or of the
+    candidate's file decides (a library in between, such as tqdm's monitor under inductor's autotuning,
+    is attributed to whoever called it); with neither on the stack, the first frame outside the plumbing."""
+    f = sys._getframe(2)
+    first = ""
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if mod == _CANDIDATE_MODULE:
+            return mod
+        # torch's or triton's by where the code lives, not by the module name it claims (exec can set any)
+        if (mod.startswith(_TORCH) or mod in ("torch", "triton")) and f.f_code.co_filename.startswith(_LIB_DIRS):
+            return mod
+        if not first and not mod.startswith(_PLUMBING):
+            first = mod or f.f_code.co_filename
+        f = f.f_back
+    return first
+
+
+def _tracked_start(self: threading.Thread) -> None:
+    _THREAD_ORIGIN[self] = _creator()
+    _THREAD_START(self)
+
+
+threading.Thread.start = _tracked_start
+
+
+def _torch_owned(t: threading.Thread) -> bool:
+    origin = _THREAD_ORIGIN.get(t, "")
+    return origin.startswith(_TORCH) or origin in ("torch", "triton")
+
+
+def candidate_threads() -> int:
+    """Live Python threads, not counting those started from torch's or triton's own code
+    (torch.compile's compile and autotuning pools)."""
+    return sum(1 for t in threading.enumerate() if not _torch_owned(t))
+
+
+def describe_candidate_threads() -> list[str]:
+    """Name and origin of each live thread counted as the candidate's (for the verdict's message)."""
+    return [f"{t.name} ({type(t).__name__}, started from {_THREAD_ORIGIN.get(t, 'outside Python threading')})"
+            for t in threading.enumerate() if not _torch_owned(t)][:8]
+
+
+def torch_threads() -> int:
+    """Live Python threads started from torch's or triton's own code."""
+    return sum(1 for t in threading.enumerate() if _torch_owned(t))
+
+
+def timer_ids() -> dict[str, int]:
+    """Identity of every clock and timing function a harness could rely on."""
+    import statistics
+    objs = {
+        "time.perf_counter": _time.perf_counter, "time.perf_counter_ns": _time.perf_counter_ns,
+        "time.time": _time.time, "time.monotonic": _time.monotonic, "time.monotonic_ns": _time.monotonic_ns,
+        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+        "statistics.median": statistics.median, "threading.Thread.start": threading.Thread.start,
+        "kernelgate.clock.perf_ns": clock.perf_ns, "kernelgate.clock.monotonic": clock.monotonic,
+        "kernelgate.clock.cuda_sync": clock.cuda_sync, "kernelgate.clock.Event": clock.Event,
+        "kernelgate.loop.timed_loop": loop.timed_loop, "kernelgate.loop.warm_up": loop.warm_up,
+    }
+    return {k: id(v) for k, v in objs.items()}
+
+
+def _tensors(objs: Any) -> list[torch.Tensor]:
+    """The tensors in (nested tuples/lists of) objects."""
+    out: list[torch.Tensor] = []
+    stack = list(objs)
+    while stack:
+        o = stack.pop()
+        if isinstance(o, torch.Tensor):
+            out.append(o)
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+    return out
+
+
+def _storages(xs: list[Any]) -> list[tuple[int, int]]:
+    """The byte ranges of the inputs' storages (an output overlapping one aliases that input, whatever
+    storage object it was built on: a view, from_blob, or an array interface at an offset)."""
+    spans = []
+    for x in xs:
+        if isinstance(x, torch.Tensor) and x.numel() > 0:
+            st = x.untyped_storage()
+            spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
+    return spans
+
+
+def _overlaps(o: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
+    if o.numel() == 0:
+        return False
+    st = o.untyped_storage()
+    lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
+    return any(lo < b and a < hi for a, b in spans)
+
+
+def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> dict:
+    """Check the output's kind; its tensors (as returned) plus the metadata the judge compares."""
+    single = not isinstance(out, (tuple, list))
+    outs = [out] if single else list(out)
+    meta, tensors = [], []
+    for k, o in enumerate(outs):
+        if type(o) is not torch.Tensor:
+            kind = type(o).__name__ if not isinstance(o, torch.Tensor) else f"tensor subclass {type(o).__name__}"
+            return {"error": "output_type", "message": f"output {k} is {kind}, expected a plain torch.Tensor"}
+        if o.layout != torch.strided or o.is_meta:
+            return {"error": "output_type", "message": f"output {k} has layout {o.layout}; expected strided with storage"}
+        aliased = _overlaps(o, in_ptrs)
+        meta.append({"dtype": str(o.dtype), "shape": list(o.shape), "stride": list(o.stride()),
+                     "device": str(o.device), "aliased": aliased})
+        tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
+    return {"single": single, "meta": meta, "tensors": tensors}
+
+
+def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
+    """Bit-identical to the snapshot (NaN payloads included), same shape and dtype."""
+    if type(x) is not torch.Tensor or x.shape != snap.shape or x.dtype != snap.dtype or x.device != snap.device:
+        return False
+    if x.numel() == 0:
+        return True
+    return torch.equal(x.reshape(-1).contiguous().view(torch.uint8), snap.reshape(-1).contiguous().view(torch.uint8))
