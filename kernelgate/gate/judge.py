@@ -136,7 +136,8 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
 
 def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):
     """Roofline floor of the workload on this device (None, with a log line, when it cannot be counted)."""
-    from .. import roofline, targets
+    from .. import targets
+    from ..profiling import roofline
     try:
         precision = "tf32" if "tf32" in contract.precision else None
         return roofline.floor(roofline.count(model, given), targets.machine(device), precision)

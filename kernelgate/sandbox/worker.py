@@ -296,7 +296,7 @@ class Harness:
         """Warm-up forwards, then `iters` forwards under torch.profiler, each in a `marker.<i>` record_function
         that ends after a device sync; returns the chrome trace's events (plain dicts, whitelisted args) and,
         with `artifacts`, the compiled kernels (.ptx/.ttgir/.cubin/.json) in this process's private caches.
-        Parsed by the judge (kernelgate/launches.py, kernelgate/fingerprint.py)."""
+        Parsed by the judge (kernelgate/profiling/launches.py, kernelgate/profiling/fingerprint.py)."""
         import json
         import tempfile
         from torch.profiler import ProfilerActivity, profile, record_function
