@@ -239,7 +239,7 @@ class Session:
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
-                      "guard": not baseline,
+                      "guard": "observe" if baseline else "enforce",
                       "compile": compile_options is not None, "compile_options": compile_options or {}},
                      self.cfg.build_timeout, "build")
         self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
