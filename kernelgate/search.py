@@ -197,7 +197,8 @@ class Search:
     def evaluate(self, c: Candidate) -> Evaluation:
         """Gate, then time against the faster baseline, interleaved; record in the store."""
         t0 = time.monotonic()
-        ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile)
+        ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile,
+                                  deadline=self.t0 + PLAN_SHARE * self.budget.seconds - self.reserve_s())
         self.store.add_evaluation(self.run_id, ev)
         self.history.append(ev)
         self.durations.append(time.monotonic() - t0)
@@ -205,7 +206,8 @@ class Search:
         self.say(progress_line(len(self.history), ev, self.best()))
         return ev
 
-    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool) -> Evaluation:
+    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool,
+                        deadline: float | None = None) -> Evaluation:
         """The full gate in a fresh worker, then a measurement interleaved with both baselines."""
         path = self.out_dir / "candidates" / f"{c.id}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,12 +220,15 @@ class Search:
         if verdict.accepted:
             try:
                 sessions = {**self.base_sessions, c.id: s}
-                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None)
+                # rounds stop at the deadline (at least 2): a spread over fewer rounds is wider, so the
+                # claim threshold rises with it
+                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None, deadline)
                 if c.id in rejected:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
-                    found = summary.try_observe(s, self.notes, c.strategy) if profile else None
+                    found = (summary.try_observe(s, self.notes, c.strategy)
+                             if profile and (deadline is None or time.monotonic() < deadline) else None)
                     family = strategy_family(c.strategy)
                     if family in self.estimates and " + " not in c.strategy:
                         pred = self.predicted_ms().get(family)
@@ -258,7 +263,8 @@ class Search:
                 self.say(msg)
                 break
             self.say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
-            fresh = self._judge_and_time(e.candidate, self.scfg.confirm_timing or self.scfg.timing, profile=False)
+            fresh = self._judge_and_time(e.candidate, self.scfg.confirm_timing or self.scfg.timing, profile=False,
+                                         deadline=self.t0 + 1.05 * self.budget.seconds - e.verdict.seconds)
             sp = fresh.speedup
             ok = fresh.accepted and sp is not None and sp.claimed
             self.confirmations.append({

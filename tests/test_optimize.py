@@ -213,7 +213,7 @@ def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
     s.budget, s.t0, s.cost, s.durations = Budget(300), _time.monotonic(), {}, []     # plenty of time left
     s.history = [ev("c", 1.25), ev("a", 1.19), ev("b", 1.3), ev("d", 2.0, claimed=False)]
     tried = []
-    s._judge_and_time = lambda c, tcfg, profile: tried.append(c.id) or fresh[c.id]
+    s._judge_and_time = lambda c, tcfg, profile, deadline=None: tried.append(c.id) or fresh[c.id]
     s.confirm()
     assert tried == ["b"] and s.confirmed == fresh["b"] and s.confirmations[0]["confirmed"]
     s.history, s.confirmations, tried[:] = [ev("a", 1.19), ev("c", 1.1), ev("b", 1.05)], [], []

@@ -111,8 +111,11 @@ def _labels(cands: list[workload.Spec]) -> list[str]:
 HARNESS = "(harness)"                # the harness alone, timed in a baseline's worker: subtracted from every row
 
 
+MIN_ROUNDS = 2               # a measurement cut short by its deadline still has this many rounds
+
+
 def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
-            say) -> tuple[dict[str, Timing], dict[str, Verdict]]:
+            say, deadline: float | None = None) -> tuple[dict[str, Timing], dict[str, Verdict]]:
     """Time every session interleaved, on the judge's clock: rounds of one batch per implementation
     (rotating who goes first) while every other worker is frozen. Each iteration is one step the judge
     sends and times until the worker's answer (its commitment to the output), so the per-iteration time
@@ -161,6 +164,9 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             drop(label, r)
     rounds = 0
     while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(walls[k]) for k in live) < tcfg.min_total_ms):
+        if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() > deadline:
+            say(f"stopped after {rounds} rounds: the time for this measurement is up")
+            break
         order = list(live) + ([HARNESS] if host in live else [])
         k = rounds % max(len(order), 1)
         for label in order[k:] + order[:k]:          # rotate who goes first
