@@ -197,11 +197,12 @@ def test_bench_claims_and_flags_an_implausibly_large_speedup(write, capsys):
     """Row 14: a >3x speedup is reported, claimed only with a clear CI, and flagged for review. Both sides do
     milliseconds of work per call, so the judge's clock resolves them even on a loaded machine."""
     rc, out, _ = run(capsys, "bench", write("ref.py", SLOW_REF), write("fast.py", FAST_CAND), "--baselines", "eager",
-                     "--rounds", "3", "--iters", "5", "--warmup-ms", "20", "--json")
+                     "--rounds", "6", "--iters", "8", "--warmup-ms", "20", "--json")
     doc = json.loads(out)
     row = doc["rows"][1]
-    assert rc == 0 and row["speedup"]["ratio"] > 3
-    assert row["speedup"]["claimed"] and row["speedup"]["flagged"] and "flagged for review" in row["note"]
+    # enough samples that one slow batch on a loaded machine cannot hold the lower bound under the threshold
+    assert rc == 0 and row["speedup"]["ratio"] > 3, row
+    assert row["speedup"]["claimed"] and row["speedup"]["flagged"] and "flagged for review" in row["note"], row
 
 
 def test_targets_lists_machine_models(capsys):
