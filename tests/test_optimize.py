@@ -159,8 +159,10 @@ def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
     if not (shutil.which("c++") or shutil.which("g++")):
         pytest.skip("no C++ compiler: cpp:pointwise does not apply on this machine")
     ref = write("chain.py", CHAIN)
-    res = api.optimize(ref, target="cpu", budget=300, max_candidates=2, out=str(tmp_path / "o"),
-                       search_config=FAST)
+    # its own store (no baselines kept by other runs) and room for the explore order to reach cpp:pointwise
+    # wherever load puts eager and compile
+    res = api.optimize(ref, target="cpu", budget=300, max_candidates=8, out=str(tmp_path / "o"),
+                       store=str(tmp_path / "s.sqlite"), search_config=FAST)
     assert not any(n.startswith("no fusion estimates") for n in res.notes)
     ev = next(e for e in res.evaluations if e.candidate.strategy.startswith("cpp:pointwise"))
     assert ev.accepted, ev.verdict.message
