@@ -5,6 +5,9 @@
 #   bash benchmarks/gpu_batch.sh suite-b   # 2 GPUs: GPU 0 the last 4 suite workloads; GPU 1 the GPU tests,
 #                                          # then bf16 attention and int8 requantization (low precision)
 #   LIMIT=583 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
+#   bash benchmarks/gpu_batch.sh trust       # 1 GPU, ~5 min: the exploit corpus's GPU cases, then the GPU tests
+#   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
+#                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
@@ -58,7 +61,12 @@ case "${1:-}" in
                > "$OUT/baseline_worker.txt" 2>&1 ) &
            ( export CUDA_VISIBLE_DEVICES=1; pin 1 timeout 300 python -m pytest -q -m gpu tests -p no:cacheprovider \
                > "$OUT/pytest_gpu.txt" 2>&1 ) & wait ;;
+    trust) timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
+               > "$OUT/corpus_gpu.txt" 2>&1
+           timeout 330 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
+    memory) timeout "${LIMIT:-580}" python benchmarks/memory_h200.py "${DEV:?set DEV}" --skip "${SKIP:-0}" \
+               --largest "${N:-5}" --budget "${BUDGET:-90}" --out "$OUT/memory_part.json" > "$OUT/memory.txt" 2>&1 ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|window" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|memory|window" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

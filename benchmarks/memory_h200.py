@@ -1,6 +1,10 @@
 """The gate's device memory on the largest dev problems: optimize with a budget, its peak against the reference's.
 
-    python benchmarks/memory_h200.py DEV_DIR --largest 15 --budget 90 --out memory.json [--only GLOB]
+    python benchmarks/memory_h200.py DEV_DIR --largest 15 --budget 90 --out memory.json [--only GLOB] [--skip K]
+    python benchmarks/memory_h200.py --merge part1.json part2.json --out memory.json
+
+`--skip K` starts at the (K+1)-th largest (one device call need not hold all fifteen); the document is
+rewritten after every problem, so a call cut short keeps what finished; `--merge` joins parts by rank.
 
 DEV_DIR holds KernelBench-format problems (levels as subfolders), read in place. The problems are ranked
 by the bytes their inputs take (get_inputs() built on the host once, then freed), and the `--largest`
@@ -67,7 +71,11 @@ def input_bytes(path: Path) -> int:
     try:
         mod = load(path)
         torch.manual_seed(0)
-        xs = mod.get_inputs()
+        try:        # shapes only: no memory taken
+            with torch.device("meta"):
+                xs = mod.get_inputs()
+        except Exception:  # noqa: BLE001 - inputs that need real values
+            xs = mod.get_inputs()
         return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
     except Exception:  # noqa: BLE001 - a problem that cannot build its inputs ranks last
         return -1
@@ -87,27 +95,40 @@ def ref_peak(path: Path) -> int | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("dev_dir")
+    ap.add_argument("dev_dir", nargs="?")
+    ap.add_argument("--skip", type=int, default=0)
+    ap.add_argument("--merge", nargs="+")
     ap.add_argument("--largest", type=int, default=15)
     ap.add_argument("--budget", type=float, default=90.0)
     ap.add_argument("--only")
     ap.add_argument("--out", default="memory.json")
     args = ap.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out)
+    if not args.dev_dir:
+        ap.error("DEV_DIR is required (or --merge)")
     ranked = sorted(((input_bytes(p), p) for p in problems(Path(args.dev_dir), args.only)), key=lambda t: -t[0])
-    chosen = ranked[:args.largest]
+    chosen = ranked[args.skip:args.skip + args.largest]
     rows = []
     store = tempfile.mkdtemp(prefix="kgmem") + "/store.sqlite"
-    for nbytes, path in chosen:
+    command = " ".join(["python", "benchmarks/memory_h200.py", "DEV_DIR"] + sys.argv[2:])
+    for rank, (nbytes, path) in enumerate(chosen, start=args.skip + 1):
         name = f"{path.parent.name}/{path.name}"
-        row = {"problem": name, "input_bytes": nbytes}
+        row = {"rank": rank, "problem": name, "input_bytes": nbytes}
         try:
             row["ref_peak_bytes"] = ref_peak(path)
         except torch.cuda.OutOfMemoryError as e:
             row["ref_peak_bytes"] = None
             row["ref_oom"] = str(e)[:200]
         with tempfile.TemporaryDirectory() as out, Sampler("cuda") as s:
-            p = subprocess.run([sys.executable, "-c", CHILD, str(path), str(args.budget), out, store],
-                               capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
+            try:
+                p = subprocess.run([sys.executable, "-c", CHILD, str(path), str(args.budget), out, store],
+                                   capture_output=True, text=True, cwd=ROOT, env=dict(os.environ),
+                                   timeout=2 * args.budget + 60)
+            except subprocess.TimeoutExpired as e:
+                p = subprocess.CompletedProcess(e.cmd, -9, (e.stdout or b"").decode(errors="replace")
+                                                if isinstance(e.stdout, bytes) else (e.stdout or ""),
+                                                f"killed after {2 * args.budget + 60:.0f} s")
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("KGMEM ")), None)
         row.update(json.loads(line[6:]) if line else {"status": "crash", "message": p.stderr[-500:]})
         row["gate_peak_bytes"] = s.peak
@@ -116,9 +137,25 @@ def main() -> None:
         row["over_budget"] = row.get("wall_s", 0) > 1.1 * args.budget
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    doc = {"command": " ".join(["python", "benchmarks/memory_h200.py", "DEV_DIR"] + sys.argv[2:]),
-           "conditions": conditions("cuda"), "budget_s": args.budget, "created": time.time(), "rows": rows}
-    Path(args.out).write_text(json.dumps(doc, indent=1))
+        doc = {"command": command, "conditions": conditions("cuda"), "budget_s": args.budget,
+               "created": time.time(), "rows": rows}
+        Path(args.out).write_text(json.dumps(doc, indent=1))
+    table(rows)
+
+
+def merge(parts: list[str], out: str) -> None:
+    docs = [json.loads(Path(p).read_text()) for p in parts]
+    rows = sorted((r for d in docs for r in d["rows"]), key=lambda r: r.get("rank", 0))
+    doc = {"commands": [d["command"] for d in docs], "conditions": [d["conditions"] for d in docs],
+           "budget_s": docs[0]["budget_s"], "created": max(d["created"] for d in docs), "rows": rows,
+           "summary": {"problems": len(rows), "gate_ooms": sum(bool(r["oom"]) for r in rows),
+                       "max_ratio": max((r["ratio"] for r in rows if r.get("ratio")), default=None),
+                       "over_budget": [r["problem"] for r in rows if r.get("over_budget")]}}
+    Path(out).write_text(json.dumps(doc, indent=1))
+    table(rows)
+
+
+def table(rows: list[dict]) -> None:
     print(f"{'problem':44} {'ref GiB':>8} {'gate GiB':>9} {'ratio':>6} {'wall s':>7} {'oom':>4} status")
     for r in rows:
         ref = (r.get("ref_peak_bytes") or 0) / 2**30

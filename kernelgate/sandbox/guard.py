@@ -146,6 +146,9 @@ class Guard:
         self._namespaces: list[tuple[str, dict, int, tuple, bool]] = []
         self._modes: tuple[Callable[[], int], ...] = ()
         self._intruder: str | None = None
+        # code a library generated and ran (Triton's launch binders, torch.fx's forward: exec of source with
+        # no file of its own, asked for by trusted code), by identity; the objects are kept so ids stay valid
+        self._generated: dict[int, Any] = {}
 
     # ------------------------------------------------------------ who asked
     def _trusted_file(self, filename: str) -> bool:
@@ -256,6 +259,8 @@ class Guard:
         try:
             what = self._verdict(event, args)
             origin = self._origin() if what is not None else None
+            if what is None and event == "exec" and args and hasattr(args[0], "co_consts"):
+                self._note_generated(args[0])
         finally:
             _local.busy = False
         if what is None or origin is None or not self.enforce:
@@ -264,6 +269,26 @@ class Guard:
         if len(self.denied) < 32:
             self.denied.append(message)
         raise Denied(message + " (the harness shares this process; docs/GATE.md)")
+
+    def _note_generated(self, code: Any) -> None:
+        """Code a library generates and executes (source with no file of its own) while no candidate code is on
+        the stack (the harness's own Triton launch binders, say) may run inside the harness's window; code
+        generated at the candidate's request (its own kernels' binders, an fx graph it traced) may not."""
+        name = code.co_filename
+        if self._trusted_file(name) or self._library_file(name):
+            return
+        f = _getframe(2)
+        while f is not None:
+            c = f.f_code
+            if not (self._trusted_file(c.co_filename) or self._library_file(c.co_filename)
+                    or self._generated.get(id(c)) is c):
+                return
+            f = f.f_back
+        stack = [code]
+        while stack and len(self._generated) < 100_000:
+            c = stack.pop()
+            self._generated[id(c)] = c
+            stack.extend(k for k in c.co_consts if hasattr(k, "co_consts"))
 
     def install(self) -> None:
         sys.addaudithook(self.hook)
@@ -305,8 +330,9 @@ class Guard:
 
     def _tracer(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and self._intruder is None:
-            name = frame.f_code.co_filename
-            if not (self._trusted_file(name) or self._library_file(name)):
+            code = frame.f_code
+            name = code.co_filename
+            if not (self._trusted_file(name) or self._library_file(name) or self._generated.get(id(code)) is code):
                 self._intruder = f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
         return None
 

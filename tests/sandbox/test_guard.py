@@ -153,3 +153,25 @@ def test_window_names_candidate_code_run_by_the_harness(tmp_path):
         g.window_open(); w.describe_output(t, [], "cpu"); print("DIRTY", g.window_close())
     """)
     assert "CLEAN None" in out and "DIRTY candidate code ran" in out and "cand_mod.py" in out, out
+
+
+def test_window_lets_library_generated_code_run_only_when_no_candidate_asked_for_it(tmp_path):
+    """Libraries generate and exec code (Triton's launch binders, torch.fx's forward): generated with no
+    candidate frame on the stack it may run in the harness's window (the output digest's Triton binder on
+    a GPU); generated at the candidate's request it is the candidate's code."""
+    out = _run(tmp_path, """
+        import torch
+        def traced():
+            return torch.fx.symbolic_trace(torch.nn.ReLU())
+    """, """
+        import concurrent.futures, torch
+        # a pool thread's stack holds only the standard library and torch, as the harness's own work would
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            ours = pool.submit(torch.fx.symbolic_trace, torch.nn.ReLU()).result()
+        theirs = cand_mod.traced()
+        x = torch.ones(3)
+        g.window_open(); ours(x); print("LIBRARY", g.window_close())
+        g.window_open(); theirs(x); print("CANDIDATE", g.window_close())
+    """)
+    assert "LIBRARY None" in out, out
+    assert "CANDIDATE candidate code ran" in out and "forward" in out, out
