@@ -35,12 +35,14 @@ allocations), which would otherwise run between the check and the use.
 from __future__ import annotations
 
 import builtins
+import gc
 import operator
 import os
 import site
 import sys
 import sysconfig
 import threading
+from types import FunctionType
 from typing import Any, Callable
 
 # bound now, before any candidate code: replacing them later changes nothing here
@@ -275,8 +277,8 @@ class Guard:
         the stack (the harness's own Triton launch binders, say) may run inside the harness's window; code
         generated at the candidate's request (its own kernels' binders, an fx graph it traced) may not."""
         name = code.co_filename
-        if self._trusted_file(name) or self._library_file(name):
-            return
+        if not name.startswith("<") or self._library_file(name):
+            return                 # a module's code from its file: the file decides (an imported candidate's is its)
         f = _getframe(2)
         while f is not None:
             c = f.f_code
@@ -291,6 +293,13 @@ class Guard:
             stack.extend(k for k in c.co_consts if hasattr(k, "co_consts"))
 
     def install(self) -> None:
+        # functions generated before this point (the harness's own Triton launch binders, built when the worker
+        # primes its digest kernel) were made before any candidate code existed in this process
+        for o in gc.get_objects():
+            if type(o) is FunctionType:
+                code = o.__code__
+                if code.co_filename.startswith("<") and not self._library_file(code.co_filename):
+                    self._generated[id(code)] = code
         sys.addaudithook(self.hook)
 
     # ------------------------------------------------------------ after every call

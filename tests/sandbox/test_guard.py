@@ -175,3 +175,34 @@ def test_window_lets_library_generated_code_run_only_when_no_candidate_asked_for
     """)
     assert "LIBRARY None" in out, out
     assert "CANDIDATE candidate code ran" in out and "forward" in out, out
+
+
+def test_window_lets_functions_generated_before_the_guard_run(tmp_path):
+    """The worker builds its digest kernel (and Triton its launch binder) before the guard is installed:
+    generated code that existed before any candidate code may run in the harness's window."""
+    code = textwrap.dedent("""
+        import torch
+        from kernelgate.sandbox.guard import Guard
+        gm = torch.fx.symbolic_trace(torch.nn.ReLU())
+        g = Guard()
+        g.install()
+        g.window_open(); gm(torch.ones(3)); print("BEFORE", g.window_close())
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "BEFORE None" in p.stdout, p.stdout
+
+
+def test_window_names_a_candidate_imported_by_trusted_code(tmp_path):
+    """The worker imports the candidate's file from trusted code: the module's code is the candidate's
+    (its file says so), never a library's generated code, however clean the stack at its import."""
+    (tmp_path / "cand_late.py").write_text("def shadow(t):\n    real = t.stride\n"
+                                           "    t.stride = lambda *a: real(*a)\n    return t\n")
+    out = _run(tmp_path, "x = 1\n", """
+        import concurrent.futures, importlib, torch, kernelgate.sandbox.sensors as w
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            late = pool.submit(importlib.import_module, "cand_late").result()
+        t = late.shadow(torch.ones(3))
+        g.window_open(); w.describe_output(t, [], "cpu"); print("DIRTY", g.window_close())
+    """)
+    assert "DIRTY candidate code ran" in out and "cand_late.py" in out, out
