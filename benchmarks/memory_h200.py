@@ -111,7 +111,8 @@ def main() -> None:
     chosen = ranked[args.skip:args.skip + args.largest]
     rows = []
     store = tempfile.mkdtemp(prefix="kgmem") + "/store.sqlite"
-    command = " ".join(["python", "benchmarks/memory_h200.py", "DEV_DIR"] + sys.argv[2:])
+    argv = [os.path.basename(a) if a == args.out else a for a in sys.argv[2:]]
+    command = " ".join(["python", "benchmarks/memory_h200.py", "DEV_DIR"] + argv)
     for rank, (nbytes, path) in enumerate(chosen, start=args.skip + 1):
         name = f"{path.parent.name}/{path.name}"
         row = {"rank": rank, "problem": name, "input_bytes": nbytes}

@@ -85,9 +85,13 @@ class Runs:
 class Oracle:
     """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
 
-    def __init__(self, ref: Reference, device: str, contract: Contract):
-        self.ref, self.device, self.contract = ref, device, contract
-        self.model = ref.build(seed=0).to(device)
+    def __init__(self, ref: Reference, device: str, contract: Contract, compute: str | None = None):
+        """Outputs are returned on `device` (where the judge keeps its data); the runs happen on `compute`
+        (default `device`): the lean memory plan keeps data on the host and computes on the task's device,
+        giving the allocator's cache back after every run (gate/memory.py)."""
+        self.ref, self.home, self.contract = ref, device, contract
+        self.device = compute or device
+        self.model = ref.build(seed=0).to(self.device)
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
         self.model64 = copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()
@@ -100,7 +104,12 @@ class Oracle:
 
     def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
-            return [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(model(*xs))]
+            return [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(model(*xs))]
+
+    def _done(self) -> None:
+        """Computing away from home: the device's cached blocks go back once the outputs are home."""
+        if self.home != self.device and self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
     def probe(self, xs: list[Any]) -> list[torch.Tensor]:
         """First run: record the ops used, check outputs are tensors, detect randomness in forward."""
@@ -111,11 +120,14 @@ class Oracle:
             with torch.no_grad(), rec:
                 raw = self.model(*dev)
             self.single = not isinstance(raw, (tuple, list))
-            first = [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
+            first = [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
+            del raw
             torch.manual_seed(2)
             second = self._call(self.model, dev)
         except Exception as e:  # noqa: BLE001
             raise KernelgateError(f"the reference's forward failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
+        del dev
+        self._done()
         self.ops = rec.ops
         for k, o in enumerate(first):
             if not isinstance(o, torch.Tensor):
@@ -156,7 +168,10 @@ class Oracle:
             model = self.as_dtype[dtype] = copy.deepcopy(self.model).to(dtype)
         model.load_state_dict(self.model.state_dict())
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
-        return self._call(model, upcast(dev, dtype))
+        out = self._call(model, upcast(dev, dtype))
+        del dev
+        self._done()
+        return out
 
     def run(self, xs: list[Any]) -> Runs:
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
@@ -172,6 +187,8 @@ class Oracle:
         for fmt, m in self.low.items():
             dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
             permitted[f"{fmt} (contract)"] = self._call(m, upcast(dev, dt))
+        del dev
+        self._done()
         return Runs(oracle, task, permitted)
 
 

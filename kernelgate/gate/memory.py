@@ -16,8 +16,13 @@ peak (its inputs, outputs, activations and parameters), all processes together:
   parameters;
 - a call's NaN poison is one output's worth, not two.
 
-`plan()` picks lean when the default plan would not fit (every resident process holding a forward's
-worth) or when asked (`GateConfig.memory`); `peak()` measures the forward on the device. `Sampler`
+The default plan holds about nine forwards' worth at its peak (on the H200: 129-138 GiB, 8.0-8.6x, for
+three forwards of 16 GiB each before it ran out of memory), so `plan()` picks lean whenever the forward
+needs more than `LEAN_ABOVE` (1 GiB; below it the default plan's peak is a few GiB, mostly the processes'
+CUDA contexts, about 0.5 GiB each, which no plan can shrink), when the default plan would not fit (every
+resident process holding a forward's worth), or when asked (`GateConfig.memory`). In the lean plan the
+oracle and the task-dtype run are computed on the device and kept on the host, the judge's allocator cache
+given back after each run; `peak()` measures the forward on the device. `Sampler`
 samples the device's used memory (every process) for the benchmarks.
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ import torch
 BOUND = 3.0                 # the lean plan's target: gate peak / reference forward peak, all processes
 RESIDENT = 5                # processes that may hold a forward's worth at once in the default plan
 FIT = 0.8                   # share of the device the default plan may plan to use
+LEAN_ABOVE = 1 << 30        # a forward needing more than this (bytes) is judged in the lean plan
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,9 @@ def plan(device: str, ref_peak: int | None, asked: str = "auto") -> Plan:
 
 
 def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str = "auto") -> Plan:
-    """Lean when asked, or when RESIDENT processes each holding a forward's worth would not fit in FIT of
-    the device's `capacity`; the default plan otherwise (and always on a CPU unless asked)."""
+    """Lean when asked, when the forward needs more than LEAN_ABOVE, or when RESIDENT processes each holding
+    a forward's worth would not fit in FIT of the device's `capacity`; the default plan otherwise (and
+    always on a CPU unless asked)."""
     if asked not in ("auto", "lean", "full"):
         raise ValueError(f"the memory plan is auto, lean or full, got {asked!r}")
     if asked == "lean":
@@ -84,6 +91,10 @@ def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str =
     if asked == "full" or capacity is None or ref_peak is None:
         return Plan(False, device, ref_peak, capacity, "asked for (memory = full)" if asked == "full" else
                     "the host's memory (no device plan on a CPU)" if capacity is None else "peak not measured")
+    if ref_peak > LEAN_ABOVE:
+        return Plan(True, "cpu", ref_peak, capacity,
+                    f"the forward needs {ref_peak / 2**30:.2f} GiB (over {LEAN_ABOVE / 2**30:.0f} GiB: the default plan "
+                    f"would hold about nine times that)")
     if RESIDENT * ref_peak > FIT * capacity:
         return Plan(True, "cpu", ref_peak, capacity,
                     f"the forward needs {ref_peak / 2**30:.2f} GiB; {RESIDENT} processes holding that would pass "

@@ -35,10 +35,16 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return torch.clamp_min(self.lin(x), 0.0).mul(2)
 """
-def test_decide_lean_only_when_the_default_plan_would_not_fit():
+def test_decide_lean_for_a_forward_over_a_gib_or_one_that_would_not_fit():
     small = memory.decide("cuda:0", 1 * GiB, 140 * GiB)
     assert not small.lean and small.home == "cuda:0"
-    big = memory.decide("cuda:0", 30 * GiB, 140 * GiB)      # 5 x 30 GiB > 80% of 140 GiB
+    # 16 GiB fits five times in 80% of 140 GiB, but the default plan held 8x that on the H200 and ran out
+    mid = memory.decide("cuda:0", 16 * GiB, 140 * GiB)
+    assert mid.lean and mid.home == "cpu" and "16.00 GiB" in mid.reason
+    assert memory.decide("cuda:0", int(1.01 * GiB), 140 * GiB).lean
+    tight = memory.decide("cuda:0", GiB // 2, 2 * GiB)       # 5 x 0.5 GiB > 80% of a 2 GiB device
+    assert tight.lean and "80%" in tight.reason
+    big = memory.decide("cuda:0", 30 * GiB, 140 * GiB)
     assert big.lean and big.home == "cpu" and "30.00 GiB" in big.reason
     assert not memory.decide("cuda:0", 30 * GiB, 140 * GiB, "full").lean
     assert memory.decide("cpu", None, None, "lean").lean
@@ -72,3 +78,24 @@ def test_memory_plan_must_be_known(write, tmp_path):
     ref, cand = write("ref.py", REF), write("cand.py", HONEST)
     with pytest.raises(KernelgateError, match="auto, lean or full"):
         api.verify(ref, cand, config=gate_config(memory="tiny"), store=str(tmp_path / "s.sqlite"))
+
+
+@pytest.mark.gpu
+def test_lean_plan_on_the_gpu_computes_there_and_keeps_data_on_the_host(write, tmp_path):
+    """On a device the lean plan computes the oracle there (an fp64 forward on the host would take the budget
+    on a convolution) and keeps what it compares on the host; verify and bench work as in the default plan."""
+    from kernelgate import workload
+    from kernelgate.gate.task import prepare
+    from kernelgate.records import Contract
+    ref, cand = write("ref.py", REF), write("cand.py", HONEST)
+    v = api.verify(ref, cand, target="cuda", config=gate_config(memory="lean"), store=str(tmp_path / "s.sqlite"))
+    assert v.accepted, v.message
+    assert any("lean memory plan" in n for n in v.notes)
+    res = api.bench(ref, [cand], target="cuda", config=gate_config(memory="lean", recheck_rate=1.0),
+                    timing=TimingConfig(warmup_ms=5, rounds=2, iters=4), store=str(tmp_path / "s.sqlite"))
+    rows = {r.label: r for r in res.rows}
+    assert rows["cand"].verdict.accepted and rows["cand"].timing is not None, rows
+    task = prepare(workload.Spec(str(ref), "Model"), "cuda", Contract(), "lean")
+    assert task.lean and task.oracle.device.startswith("cuda") and task.oracle.home == "cpu"
+    assert next(task.oracle.model.parameters()).is_cuda
+    assert all(o.device.type == "cpu" for o in task.out_meta) and all(x.device.type == "cpu" for x in task.given)
