@@ -174,8 +174,15 @@ class Harness:
 
     def op_call(self, msg: dict) -> dict:
         assert self.model is not None
+        lean = bool(msg.get("lean"))
+        if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device, the snapshot on the host
+            slot = int(msg.get("slot", 0))
+            for key in [k for k in self.slots if k[1] != slot]:
+                del self.slots[key]
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
-        snapshot = [x.clone() if isinstance(x, torch.Tensor) else None for x in xs]
+        snapshot = [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
         with torch.no_grad():
@@ -186,7 +193,8 @@ class Harness:
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
             desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
-        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None and not _same_bits(x, s)]
+        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None
+                   and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
         intruded = self._close()
         if tampered or intruded:
             return tampered or intruded
