@@ -26,9 +26,7 @@ NEVER_FROM_PROFILING = ("kernelgate.gate", "kernelgate.search", "kernelgate.prop
 MAX_LINES = 600
 #: modules still over MAX_LINES, and what will split them (a listed module under the limit is a stale entry)
 OVER_PENDING = {
-    "kernelgate/proposers/library/triton_fusion.py": "the kernels/ package: one pointwise/row IR, two renderers",
     "kernelgate/proposers/library/precision.py": "the kernels/ package: runtime modules bundled from a manifest",
-    "kernelgate/proposers/library/cpp_kernels.py": "the kernels/ package: one pointwise/row IR, two renderers",
 }
 
 #: (importer, imported) -> why the cycle it closes is intended. None today.

@@ -2,8 +2,8 @@
 
 The profiling package prices a fusion (profiling/fusion.py: bytes kept on chip, launches removed, on a
 machine model) without knowing any strategy; this module, next to the strategies it describes, says what
-each of them fuses, using triton_fusion's own grouping of pointwise ops and GEMM epilogues. The names are
-the strategy library's (library.PRIORS, library.ESTIMATE_TRUSTED).
+each of them fuses, using the kernels' own grouping of pointwise ops and GEMM epilogues (kernels/fx.py). The
+names are the strategy library's (library.PRIORS, library.ESTIMATE_TRUSTED).
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
+from ...kernels import fx as kfx
 from ...profiling.fusion import Fusion
-from . import triton_fusion as tf
 from .fx_rewrites import kg_trace
 
 
@@ -40,17 +40,17 @@ def strategy_fusions(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str,
     meta = model if all(t.is_meta for t in model.state_dict().values()) else copy.deepcopy(model).to("meta")
     gm = kg_trace(meta)
     ShapeProp(gm).propagate(*[x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs])
-    mods, info = tf._kg_tf_info(gm)
+    mods, info = kfx._kg_fx_info(gm)
     pw = [0, 0, 0]          # intermediate bytes, launches removed, bytes x reads
     epi = [0, 0, 0]
     gemm_out = [0, 0]       # GEMM output bytes kept on chip, GEMM launches folded
-    for order in tf._kg_tf_groups(gm, info):
+    for order in kfx._kg_fx_groups(gm, info):
         inner = sum(_nbytes(n) for n in order[:-1])
         reads = sum(_nbytes(n) * len(n.users) for n in order[:-1])
         if len(order) >= 2:
             pw[0], pw[1], pw[2] = pw[0] + inner, pw[1] + len(order) - 1, pw[2] + reads
-        feeding = [g for g in tf._kg_tf_inputs(order, info)
-                   if tf._kg_tf_gemm_of(g, mods) is not None and all(u in order for u in g.users)]
+        feeding = [g for g in kfx._kg_fx_inputs(order, info)
+                   if kfx._kg_fx_gemm_of(g, mods) is not None and all(u in order for u in g.users)]
         if feeding:
             epi[0], epi[1], epi[2] = epi[0] + inner, epi[1] + len(order) - 1, epi[2] + reads
             gemm_out[0] += _nbytes(feeding[0])

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...kernels import manifest
 from ...records import Candidate
 from .. import Context, make_candidate
 from . import cpp_kernels, fx_rewrites, precision, triton_fusion, triton_kernels
@@ -18,6 +19,10 @@ from . import cpp_kernels, fx_rewrites, precision, triton_fusion, triton_kernels
 REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
                **cpp_kernels.CPP_REWRITES,
                **precision.PRECISION_REWRITES}
+
+#: rewrite -> the kernels/ runtime its candidates bundle (kernels/manifest.py)
+KERNEL_RUNTIMES = {**dict.fromkeys(triton_fusion.TRITON_FUSION_REWRITES, triton_fusion.RUNTIME),
+                   **dict.fromkeys(cpp_kernels.CPP_REWRITES, cpp_kernels.RUNTIME)}
 
 GPU = "cuda"
 
@@ -49,15 +54,16 @@ def _class(tag: str, body: str) -> str:
 _FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the first call\n"
 
 
-def _rewrite_source(triton: bool, cpp: bool = False, fusion: bool = False) -> str:
-    """The rewrite functions, embedded verbatim so a candidate file is self-contained."""
+def _rewrite_source(rewrites: list[str]) -> str:
+    """The code the rewrites run, in the candidate's own file so it is self-contained: fx_rewrites' functions
+    (and triton_kernels' for its rewrites) pasted verbatim, then the kernels/ runtime files the rewrites
+    need, bundled from kernels/manifest.py."""
     src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
-    if triton:
+    if any(r in triton_kernels.TRITON_REWRITES for r in rewrites):
         src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
-    if fusion:
-        src += "\n" + inspect.getsource(triton_fusion).split("TRITON_FUSION_REWRITES = {")[0]
-    if cpp:
-        src += "\n" + inspect.getsource(cpp_kernels).split("CPP_REWRITES = {")[0]
+    runtimes = {KERNEL_RUNTIMES[r] for r in rewrites if r in KERNEL_RUNTIMES}
+    if runtimes:
+        src += "\n" + manifest.bundle(runtimes)
     return src
 
 
@@ -305,7 +311,7 @@ STRATEGIES: tuple[Strategy, ...] = (
              "matmul-softmax-matmul attention as one Triton kernel with an online softmax (the score matrix stays "
              "on chip; fp32 operands as 3xTF32)", gpu_only=True,
              variants=lambda ctx: triton_kernels.VARIANTS["triton-attention"]),
-    # generated Triton kernels (triton_fusion.py): pointwise groups, and GEMM epilogues
+    # generated Triton kernels (kernels/, triton_fusion.py): pointwise groups, and GEMM epilogues
     _rewrite("triton:pointwise", "triton-pointwise", "each group of pointwise ops as one generated Triton kernel",
              gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"]),
     _rewrite("triton:rowreduce", "triton-rowreduce",
@@ -326,7 +332,7 @@ STRATEGIES: tuple[Strategy, ...] = (
              "each fp32 linear/matmul (+ bias + the pointwise ops after it) as one generated Triton GEMM with 3xTF32 "
              "products (fp32-level error on tensor cores; no lower-precision contract needed)",
              gpu_only=True, variants=triton_fusion.gemm_3xtf32_variants),
-    # C++ (load_inline) kernels for the CPU; with no C++ compiler their patterns count 0 (KG_CPP_NO_COMPILER)
+    # C++ kernels for the CPU (kernels/, cpp_kernels.py); with no C++ compiler their patterns count 0
     _rewrite("cpp:pointwise", "cpp-pointwise", "chains of pointwise ops fused into one generated OpenMP/SIMD C++ loop",
              cpu_only=True),
     _rewrite("cpp:softmax", "cpp-softmax", "OpenMP/SIMD C++ row softmax over the last dim", cpu_only=True),
@@ -473,9 +479,7 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
     parts = ["import torch\nimport torch.fx\n", f"ModelNew = {ctx.reference_class}\n"]
     rewrites = [(s.rewrite, p) for s, p in levels if s.kind == "rewrite"]
     if rewrites:
-        parts.append(_rewrite_source(any(r in triton_kernels.TRITON_REWRITES for r, _ in rewrites),
-                                     any(r.startswith("cpp") for r, _ in rewrites),
-                                     any(r in triton_fusion.TRITON_FUSION_REWRITES for r, _ in rewrites)))
+        parts.append(_rewrite_source([r for r, _ in rewrites]))
         lowp = any(r in precision.PRECISION_REWRITES for r, _ in rewrites)
         if lowp:
             parts.append(precision.source())
