@@ -1,5 +1,6 @@
 """C++ kernels for the CPU (kernels/cpp_*.py): fused pointwise programs, row softmax, LayerNorm, as fx rewrites,
-compiled by the system C++ compiler and checked against torch.
+compiled by the system C++ compiler and checked against torch; every op of the IR's C++ column, the ones
+torch evaluates exactly (sqrt, rsqrt, abs, clamp, pow) bit for bit.
 
 Every kernel of the module-scoped rewrites is built once (the rewrites record all kernels first; the first
 call builds them into one extension). The strategies and their candidates: tests/proposers/test_cpp_kernels.py.
@@ -11,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from kernelgate.kernels import cpp_launch as C, cpp_rewrite as CR
+from kernelgate.kernels.ir import _KG_OPS, _KG_POW, _kg_ir_eval
 
 pytestmark = pytest.mark.skipif(C.kg_cpp_compiler() is None, reason="needs a C++ compiler")
 
@@ -169,3 +171,104 @@ def test_fallbacks_are_the_reference_ops(rewritten, monkeypatch):
 
 
 
+
+# ---------------------------------------------------------------- the ops the C++ column gained
+
+def _specials(n=40000):
+    """Values over the whole float32 range and the edges every op has: signed zeros, subnormals, the
+    smallest normal, values next to 1, huge ones, infinities and NaN; n > the OpenMP threshold, and a ragged
+    chunk at the end (40000 = 9 * 4096 + 3136)."""
+    g = torch.Generator().manual_seed(1)
+    mags = torch.pow(10.0, torch.empty(n // 2, dtype=torch.float64).uniform_(-45, 38.5, generator=g))
+    signs = torch.where(torch.rand(n // 2, generator=g) < 0.5, -1.0, 1.0).double()
+    x = torch.cat([(mags * signs).float(), torch.randn(n // 2, generator=g) * 3])
+    edges = [0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.1754944e-38, 1.1754942e-38, 1.0, 1.0000001, 0.99999994,
+             0.70710677, 0.7071068, 2.0, 0.5, 3.4e38, float("inf"), -float("inf"), float("nan"), -1.0, 0.25]
+    x[:len(edges)] = torch.tensor(edges)
+    return x
+
+
+def _ulps(got, want):
+    """Distance in float32 steps, 0 where both are NaN or the same infinity."""
+    a, b = got.view(torch.int32).long(), want.view(torch.int32).long()
+    a = torch.where(a < 0, -(a & 0x7FFFFFFF), a)                 # monotone integer line through -0 / +0
+    b = torch.where(b < 0, -(b & 0x7FFFFFFF), b)
+    d = (a - b).abs()
+    return torch.where(torch.isnan(got) & torch.isnan(want), 0, d)
+
+
+# op, params, what torch computes (written out here, not read from the op table), ulps allowed from torch's.
+# torch's sqrt (MKL's in some builds) is not always correctly rounded, the kernel's is: 1 ulp from torch there.
+NEW_OPS = [("log", (), torch.log, 2), ("sqrt", (), torch.sqrt, 1), ("rsqrt", (), torch.rsqrt, 0),
+           ("abs", (), torch.abs, 0), ("square", (), torch.square, 0),
+           ("clamp", (-0.5, 0.75), lambda x: torch.clamp(x, -0.5, 0.75), 0),
+           ("clamp", (0.1, None), lambda x: torch.clamp(x, min=0.1), 0),
+           ("clamp", (None, 0.3), lambda x: torch.clamp(x, max=0.3), 0),
+           ("clamp", (0.5, 0.2), lambda x: torch.clamp(x, 0.5, 0.2), 0)]          # min > max: max, as torch
+NEW_OPS += [("pow", (e,), lambda x, e=e: torch.pow(x, e), int(e == 0.5)) for e in _KG_POW]
+
+
+@pytest.mark.parametrize("op, params, torch_op, ulps", NEW_OPS, ids=[f"{o[0]}{o[1]}" for o in NEW_OPS])
+def test_new_ops_compile_run_and_match_torch(ran, op, params, torch_op, ulps):
+    x = _specials()
+    program = ((op, ("i0",), params),)
+    got = C.kg_cpp_pointwise(program, x)
+    assert [name for name, _ in ran] == [C._kg_cpp_program(program, 1)[0]]      # the generated loop ran
+    want = torch_op(x)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    err = _ulps(got, want)
+    assert int(err.max()) <= ulps, (op, params, x[err.argmax()].item(), got[err.argmax()].item(),
+                                    want[err.argmax()].item())
+
+
+def test_log_and_sqrt_against_fp64():
+    """The polynomial log within 1 ulp of the correctly rounded value over the float32 range (torch's own
+    may differ from it by 1 ulp the other way: the 2 allowed above); sqrt correctly rounded."""
+    x = _specials().abs()
+    for op, ulps in (("log", 1), ("sqrt", 0)):
+        got = C.kg_cpp_pointwise(((op, ("i0",), ()),), x)
+        exact = getattr(torch, op)(x.double()).float()
+        assert int(_ulps(got, exact).max()) <= ulps, op
+
+
+class NewOps(nn.Module):
+    def forward(self, x, w):
+        a = torch.log(x.abs() + 0.1) + torch.sqrt(x * x + 1) + torch.rsqrt(x.abs() + 2) * w
+        b = torch.clamp(x, -0.5, 0.75) + x.clamp(min=0.1) + torch.clip(x, max=0.3) + x.clip(0.5, 0.2)
+        c = x ** 2 + torch.pow(x, 3) + (x.abs() + 1).pow(-1) + (x.abs() + 1) ** 0.5 + torch.square(x) + x.pow(-2)
+        return (a + b) * 0.5 - c / 3 + (x.abs() + 1).pow(-0.5) + x.pow(1)
+
+
+def test_new_ops_are_fused_from_the_graph(ran):
+    m = NewOps()
+    gm = torch.fx.symbolic_trace(m)
+    assert CR.kg_rewrite_cpp_pointwise(gm) == 1
+    (node,) = [n for n in gm.graph.nodes if n.target is C.kg_cpp_pointwise]
+    ops = {op for op, _, _ in node.args[0]}
+    assert {"log", "sqrt", "rsqrt", "abs", "clamp", "pow", "square"} <= ops
+    assert {p for op, _, p in node.args[0] if op == "pow"} == {(2,), (3,), (-1,), (0.5,), (-2,), (-0.5,), (1,)}
+    x, w = torch.randn(64, 48) * 2, torch.randn(48)
+    x[0, :3] = torch.tensor([0.0, -0.0, 1e-3])
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x, w), m(x, w), rtol=2e-6, atol=2e-6)
+    assert len(ran) == 1 and ran[0][0].startswith("kg_pw_") and ran[0][1][1:4] == (64, 48, 64 * 48)
+
+
+def test_numbers_a_float32_kernel_cannot_hold_stay_torch():
+    class Wide(nn.Module):
+        def forward(self, x):
+            return (x * 1e300).clamp(max=1e39).exp(), torch.sigmoid(x * 2) + 1, (x * True).exp()
+    gm = torch.fx.symbolic_trace(Wide())
+    assert CR.kg_rewrite_cpp_pointwise(gm) == 1                    # sigmoid(x * 2) + 1 only
+    (node,) = [n for n in gm.graph.nodes if n.target is C.kg_cpp_pointwise]
+    assert [op for op, _, _ in node.args[0]] == ["mul", "sigmoid", "add"]
+
+
+def test_every_op_has_a_cpp_expression():
+    assert {op for op in _KG_OPS if _KG_OPS[op][2] is None} == set()
+    program = tuple((op, ("i0",) if op not in ("add", "sub", "mul", "div") else ("i0", 1.5),
+                     {"clamp": (-1.0, 1.0), "pow": (2,)}.get(op, ())) for op in _KG_OPS)
+    x = torch.rand(5000) + 0.5
+    for k in range(len(program)):
+        one = program[k:k + 1]
+        torch.testing.assert_close(C.kg_cpp_pointwise(one, x), _kg_ir_eval(one, (x,)), rtol=2e-6, atol=2e-6)
