@@ -7,7 +7,7 @@ import torch
 
 from ..oracle import Oracle, Runs, bit_equal
 from ..records import Check
-from . import correctness
+from . import checks
 
 
 def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
@@ -44,26 +44,27 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None
 
 
 def admit(oracle: Oracle, trials: Iterable[tuple[list[Any], Runs]]) -> Check:
-    """Run every mutant through the check on every admission trial; a mutant passing all of them fails admission.
+    """Run every mutant through the candidates' comparison (gate/checks.py: the tolerance, or grid steps for
+    quantized outputs) on every admission trial; a mutant passing all of them fails admission.
 
     Degenerate means a trivial output passes across trials: the constant mutant of each trial is the mean of
     the previous trial's outputs (trials draw from different distributions), never of the outputs it is
     compared with, which a 0-dim output (a loss) would match exactly without the task being trivial; so it
     is tried from the second trial on. Trials are taken one at a time and each is dropped before the next
     (inputs, oracle outputs and one mutant's outputs are what is alive at once)."""
+    comparator = checks.Comparator.of(oracle)      # the candidates' comparison (gate/checks.py)
     passes: dict[str, bool] = {}         # mutant -> passed every trial it was tried on
     same: dict[str, bool] = {}           # mutant -> bit-identical to the reference on every trial
     seen: list[str] = []
     means: list[float] | None = None
     first_scale = None
     for xs, runs in trials:
-        tols = [correctness.derive(g, {n: r[k] for n, r in runs.permitted.items()}, b.dtype)
-                for k, (g, b) in enumerate(zip(runs.oracle, runs.task))]
+        expected = comparator.expected(runs)           # each output's tolerance, derived once per trial
         for name, outs in mutants(oracle, xs, runs, means):
             if name not in seen:
                 seen.append(name)
             same[name] = same.get(name, True) and all(bit_equal(a, b) for a, b in zip(outs, runs.task))
-            ok = all(correctness.compare(c, g, b, tol, name).ok for c, g, b, tol in zip(outs, runs.oracle, runs.task, tols))
+            ok = all(e.check(c, name).ok for c, e in zip(outs, expected))
             passes[name] = passes.get(name, True) and ok
             del outs
         if first_scale is None:

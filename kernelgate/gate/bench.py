@@ -1,26 +1,21 @@
 """Bench: eager and torch.compile baselines and every verified candidate, interleaved in one run."""
 from __future__ import annotations
 
-import dataclasses
-
 import logging
-import random
-import secrets
-import time
-
-import torch
 
 from .. import workload
 from ..config import GateConfig, TimingConfig
-from ..records import BenchResult, BenchRow, Reason, Status, Timing, Verdict
+from ..records import BenchResult, BenchRow, Status, Timing, Verdict
 from ..versions import conditions
 from . import timing
-from .judge import Rejected, Session, Task, device_name, judge_session, timing_pool
+from .judge import judge_session
+from .measure import measure
+from .session import Rejected, Session
+from .task import Task, device_name
 
 log = logging.getLogger(__name__)
 
-BASELINES = ("eager", "compile")
-CPU_SETTLE_S = 0.05
+BASELINES = timing.BASELINES
 
 
 def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingConfig,
@@ -106,127 +101,3 @@ def _labels(cands: list[workload.Spec]) -> list[str]:
             name, k = f"{base}#{k}", k + 1
         labels.append(name)
     return labels
-
-
-HARNESS = "(harness)"                # the harness alone, timed in a baseline's worker: subtracted from every row
-
-
-MIN_ROUNDS = 2               # a measurement cut short by its deadline still has this many rounds
-
-
-def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
-            say, deadline: float | None = None) -> tuple[dict[str, Timing], dict[str, Verdict]]:
-    """Time every session interleaved, on the judge's clock: rounds of one batch per implementation
-    (rotating who goes first) while every other worker is frozen. Each iteration is one step the judge
-    sends and times until the worker's answer (its commitment to the output), so the per-iteration time
-    is the judge's; the harness's own cost (round trip, input building, L2 flush, checks, digests),
-    measured the same way in a baseline's worker with a stand-in output, is subtracted from every row
-    (from a candidate's, the smaller of that and its own process's harness figure); a row whose harness
-    is most of its time is never claimed (timing.resolvable).
-    After a candidate's batch, the judge decides with its own randomness whether and which of its
-    outputs to re-check. In-process samples are kept as diagnostics."""
-    rng = torch.Generator().manual_seed(secrets.randbits(62))
-    if task.lean:       # gate/memory.py: one pool entry; each worker holds inputs only while it is timed
-        tcfg = dataclasses.replace(tcfg, pool=1, iters=min(tcfg.iters, 5))
-    pool, scalable = timing_pool(task, tcfg.pool, rng)
-    plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
-    secret = random.Random(secrets.randbits(62))          # re-check choices: never sent to a worker
-    host = next((k for k in BASELINES if k in sessions), next((k for k, s in sessions.items() if s.trusted), None))
-    walls: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
-    inproc: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
-    own: dict[str, list[float]] = {k: [] for k in sessions}   # each candidate's harness, in its own process
-    rejected: dict[str, Verdict] = {}
-    live = dict(sessions)
-
-    def drop(label: str, r: Rejected) -> None:
-        s = live.pop(label)
-        s.checks.append(r.check)
-        rejected[label] = Verdict(Status.REJECTED, r.reason, f"{r.check.name}: {r.check.detail.splitlines()[0]}",
-                                  tuple(s.checks), tuple(s.notes), tuple(task.contract.assumptions()), task.hash, "",
-                                  task.target, device_name(task.device))
-        s.worker.close()
-
-    def alone(label: str) -> None:
-        """Only `label`'s worker may run: every other one is frozen (no spinner can slow the one timed)."""
-        for k, s in live.items():
-            (s.resume if k == label else s.pause)()
-
-    for label, s in list(live.items()):
-        try:
-            alone(label)
-            s.send_pool(pool, scalable)
-            s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, 3)
-            if task.lean:
-                s.release()
-        except Rejected as r:
-            if label in BASELINES or s.trusted:
-                raise
-            drop(label, r)
-    rounds = 0
-    while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(walls[k]) for k in live) < tcfg.min_total_ms):
-        if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() > deadline:
-            say(f"stopped after {rounds} rounds: the time for this measurement is up")
-            break
-        order = list(live) + ([HARNESS] if host in live else [])
-        k = rounds % max(len(order), 1)
-        for label in order[k:] + order[:k]:          # rotate who goes first
-            s = live[host if label == HARNESS else label]
-            tag, plan = plans.new(tcfg.iters)
-            try:
-                alone(host if label == HARNESS else label)
-                if task.lean:
-                    s.send_pool(pool, scalable)
-                b = s.time_batch(tag, plan, null=label == HARNESS)
-                walls[label] += b.walls_ms
-                inproc[label] += b.samples_ms
-                if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
-                    s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
-                    if not task.device.startswith("cuda"):
-                        time.sleep(CPU_SETTLE_S)    # the oracle's OpenMP threads, in the judge, stop spinning
-                if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
-                    if task.lean and not s.pooled:
-                        s.send_pool(pool, scalable)
-                    own[label] += s.time_batch(*plans.new(tcfg.iters), null=True).walls_ms
-                if task.lean:
-                    s.release()
-            except Rejected as r:
-                if label in BASELINES or s.trusted:
-                    raise
-                drop(label, r)
-        rounds += 1
-        say(f"round {rounds}: " + ", ".join(f"{k} {timing.quantile(v, 0.5):.4g} ms" for k, v in walls.items() if v))
-        if rounds > 10 * tcfg.rounds:
-            break
-    for s in live.values():
-        s.resume()
-    harness_ms = timing.harness_cost([walls[HARNESS]], [walls[k] for k in live if live[k].trusted and walls[k]])
-    timings = {}
-    for label, got in walls.items():
-        if label == HARNESS or not got or label not in live:
-            continue
-        # a candidate's row loses the smaller of the trusted harness figure and its own process's: one that
-        # made the harness cheaper in its process (allocator settings, cheaper bit-identical functions) loses
-        # less, and one that slowed its own harness runs gains nothing
-        h = harness_ms if live[label].trusted or not own[label] else min(harness_ms, timing.harness_cost(
-            [own[label]], []))
-        timings[label] = timing.summarize(label, timing.less_harness(got, h), sum(got) / len(got),
-                                          label if label in BASELINES else "candidate", h,
-                                          timing.quantile(inproc[label], 0.5) if inproc[label] else None)
-    for label in [k for k in live if not live[k].trusted]:
-        s = live[label]
-        try:
-            # half the harness's cost is allowed for the uncertainty of subtracting it
-            if task.floor is not None and timings[label].median_ms + 0.5 * harness_ms < 0.9 * task.floor.safe_s * 1e3:
-                s.fail(Reason.TIMER, "roofline floor", f"median {timings[label].median_ms:.4g} ms is below the "
-                       f"memory floor {task.floor.safe_s * 1e3:.4g} ms on {task.floor.machine}: impossible")
-            if s.rechecked == 0:                       # every measured candidate has at least one re-check
-                tag, plan = plans.new(tcfg.iters)
-                if task.lean:
-                    s.send_pool(pool, scalable)
-                b = s.time_batch(tag, plan)
-                s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
-            s.check_threads()
-        except Rejected as r:
-            drop(label, r)
-            timings.pop(label, None)
-    return timings, rejected

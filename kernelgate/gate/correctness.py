@@ -6,6 +6,9 @@ Accept C iff   max|C-G|  <= 2.0 * max(e) + beta * u * max|G|
 where e is the largest error of the reference run as permitted (task dtype, and any precision the
 reference's configuration or the contract permits) against the oracle G, and u the unit roundoff of
 the output format. NaN/Inf positions must match; NaN is never a wildcard.
+
+The numbers only: which comparison an output gets (this one, or grid steps for quantized outputs) and the
+checks of its metadata are gate/checks.py's.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..records import Check, Reason
+from ..records import Check
 
 UNIT_ROUNDOFF = {
     torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8,
@@ -130,71 +133,6 @@ def _nonfinite_mismatch(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> st
         if n:
             return f"{n} NaN/Inf values where the oracle is finite"
     return ""
-
-
-def check_meta(meta: dict, ref: torch.Tensor, device: str, strides: bool, label: str) -> tuple[Reason, str] | None:
-    """Exact dtype, shape and device of one output; its layout by `layout_ok` (unless strides are relaxed)."""
-    if meta["dtype"] != str(ref.dtype):
-        return Reason.DTYPE, f"{label}: dtype {meta['dtype']}, expected {ref.dtype}"
-    if list(meta["shape"]) != list(ref.shape):
-        return Reason.SHAPE, f"{label}: shape {meta['shape']}, expected {list(ref.shape)}"
-    want = torch.device(device)
-    got = torch.device(meta["device"])
-    if got.type != want.type:
-        return Reason.DEVICE, f"{label}: on {got}, expected {want.type}"
-    if strides and not layout_ok(list(meta["shape"]), list(meta["stride"]), list(ref.stride())):
-        return Reason.STRIDE, (f"{label}: strides {meta['stride']}, expected {list(ref.stride())} or row-major "
-                               "(contract: strides=false relaxes)")
-    return None
-
-
-def layout_ok(shape: list[int], stride: list[int], ref_stride: list[int]) -> bool:
-    """The layout rule (dimensions of size 1 never matter):
-    - the reference's strides exactly, or
-    - row-major contiguous: what `.contiguous()` of the reference's output would give, on which `.view` of
-      any compatible shape and row-major pointer arithmetic work, or
-    - when the reference's own output is not contiguous (a view, a slice), the same layout padded: the same
-      order of dimensions by stride, the same innermost stride, no overlap, any pitch (a padded buffer
-      sliced to the valid region). Code consuming a non-contiguous output already goes through strides.
-    Anything else (column-major for a row-major reference, a padded slice where the reference is
-    contiguous) is refused: `.view` would raise, or a kernel reading the pointer row-major would read padding."""
-    if math.prod(shape) <= 1 or _same_strides(shape, stride, ref_stride) or _contiguous(shape, stride):
-        return True
-    if _contiguous(shape, ref_stride):
-        return False
-    dims = [d for d, n in enumerate(shape) if n > 1]
-    order = sorted(dims, key=lambda d: (stride[d], d))
-    ref_order = sorted(dims, key=lambda d: (ref_stride[d], d))
-    return (order == ref_order and stride[order[0]] == ref_stride[order[0]] and _dense_enough(shape, stride, order)
-            and _dense_enough(shape, ref_stride, ref_order))
-
-
-def _contiguous(shape: list[int], stride: list[int]) -> bool:
-    expected = 1
-    for n, s in zip(reversed(shape), reversed(stride)):
-        if n == 0:
-            return True
-        if n != 1:
-            if s != expected:
-                return False
-            expected *= n
-    return True
-
-
-def _dense_enough(shape: list[int], stride: list[int], order: list[int]) -> bool:
-    """No two elements share memory: along `order` (innermost first), each stride clears the span inside it."""
-    span = 1
-    for d in order:
-        if stride[d] < span:
-            return False
-        span = stride[d] * shape[d]
-    return True
-
-
-def _same_strides(shape: list[int], a: list[int], b: list[int]) -> bool:
-    if math.prod(shape) <= 1:
-        return True
-    return all(x == y for n, x, y in zip(shape, a, b) if n > 1)
 
 
 #: in the name of the trial whose inputs hold NaN/Inf (gate/trials.py), judged by `unjudged_where_nonfinite`

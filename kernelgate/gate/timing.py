@@ -19,6 +19,7 @@ from ..records import Speedup, Timing
 from ..sandbox.loop import NOISE, SCALE_RANGE, SLOTS, fresh, rms, slot  # noqa: F401 - both sides build inputs alike
 
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
+BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 
 
 # ------------------------------------------------------------------ judge side

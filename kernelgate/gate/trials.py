@@ -15,10 +15,10 @@ workload's own values (or is left out, for the NaN/Inf trial).
 """
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -163,10 +163,12 @@ class Prober:
             runs = self.oracle.run(xs)
             for b in runs.task:                          # the next allocations of these sizes hold a pattern
                 if isinstance(b, torch.Tensor) and b.is_floating_point():
-                    torch.full_like(b, 1234.5)
+                    torch.full_like(b, 1234.5, device=self.oracle.device)
             dev = [x.to(self.oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
-            with torch.no_grad():
-                again = as_list(self.oracle.model(*dev))
+            with torch.no_grad():      # compared where the runs are kept (the host in the lean memory plan)
+                again = [o.to(self.oracle.home) if isinstance(o, torch.Tensor) else o
+                         for o in as_list(self.oracle.model(*dev))]
+            del dev
         except Exception:  # noqa: BLE001
             return False
         for g, b, b2 in zip(runs.oracle, runs.task, again):
@@ -197,6 +199,27 @@ class Prober:
         if self.loaded is not None and self.loaded is not self.oracle.state0:
             self.oracle.load(self.oracle.state0)
         self.loaded = None
+
+
+@dataclass
+class Trial:
+    name: str
+    inputs: list[Any]
+    state: dict[str, torch.Tensor] | None       # None: keep the current parameters
+
+
+def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
+    """Correctness trials from the secret seed: `n` main trials with widened distributions and integer ranges,
+    perturbed and negated parameters, edits of one trial's inputs, NaN/Inf and extreme inputs (`plan`), then
+    the shapes the contract varies."""
+    g = torch.Generator().manual_seed(seed)
+    trials = [Trial(name, xs, state) for name, xs, state in plan(task, g, n)]
+    for v in task.contract.vary:
+        for size in v.sizes:
+            xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.home),
+                                 v.inputs, v.dim, size, g)
+            trials.append(Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0))
+    return trials
 
 
 def prober(task: Any) -> Prober:

@@ -2,7 +2,7 @@
 output equals its own mean."""
 import pytest
 from kernelgate import api, workload
-from kernelgate.gate import judge
+from kernelgate.gate import task as task_mod
 from kernelgate.records import Contract
 
 HEAD = "import torch\nimport torch.nn as nn\n"
@@ -18,7 +18,7 @@ def get_init_inputs():
 
 
 def _prepare(write, body):
-    return judge.prepare(workload.Spec.parse(write("ref.py", HEAD + body), "Model"), "cpu", Contract())
+    return task_mod.prepare(workload.Spec.parse(write("ref.py", HEAD + body), "Model"), "cpu", Contract())
 
 
 @pytest.mark.slow

@@ -5,21 +5,21 @@ import torch
 
 from kernelgate import api, workload
 from kernelgate.config import GateConfig
-from kernelgate.gate import correctness, judge
+from kernelgate.gate import correctness, task as task_mod, trials as trials_mod
 from kernelgate.records import Contract
 
 HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
-def _task(write, body: str, name: str = "ref.py") -> judge.Task:
-    return judge.prepare(workload.Spec.parse(write(name, HEAD + body), "Model"), "cpu", Contract())
+def _task(write, body: str, name: str = "ref.py") -> task_mod.Task:
+    return task_mod.prepare(workload.Spec.parse(write(name, HEAD + body), "Model"), "cpu", Contract())
 
 
-def _trials(task: judge.Task, seed: int = 7) -> list[judge.Trial]:
-    return judge.make_trials(task, seed, GateConfig())
+def _trials(task: task_mod.Task, seed: int = 7) -> list[trials_mod.Trial]:
+    return trials_mod.make_trials(task, seed, GateConfig().trials)
 
 
-def _values(trials: list[judge.Trial], i: int) -> set[int]:
+def _values(trials: list[trials_mod.Trial], i: int) -> set[int]:
     return {v for t in trials for v in t.inputs[i].reshape(-1).tolist()}
 
 

@@ -1,0 +1,234 @@
+"""How the gate judges what a call returned: one comparator and one output-metadata check.
+
+Every judgement of outputs goes through here: the correctness trials and the timed-loop re-checks
+(gate/session.py, in verify and in every measurement of bench and optimize) and task admission's mutants
+(gate/admission.py), so a mutant is rejected exactly when a candidate returning the same values would be.
+
+- `Comparator`: per output, the tolerance of docs/GATE.md derived once from the oracle G, the task-dtype run
+  B and the permitted runs (gate/correctness.py); outputs on a quantization grid (fp8, and integer outputs
+  of a reference that rounds floats onto a grid) are judged in grid steps instead (gate/lowprec.py).
+  A candidate's output of another dtype or shape than B's is never compared (no broadcasting).
+- `Outputs`: structure, dtype, shape, device, layout and aliasing of one call's outputs, as the worker
+  describes them (every trial and every timed iteration) and as the tensors reach the judge (trials and
+  re-check fetches).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..records import Check, Reason
+from . import correctness, lowprec
+
+#: ops that round floats onto an integer grid: a reference recording one is judged in grid steps
+QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
+                  "fake_quantize_per_channel_affine")
+
+
+def quantizing(ops: Any) -> bool:
+    """Whether a reference with these recorded ops rounds floats onto an integer grid (requantization)."""
+    return any(op in ops for op in QUANTIZING_OPS)
+
+
+# ------------------------------------------------------------------ values
+
+@dataclass(frozen=True)
+class Expected:
+    """One output of one run as the gate judges it: built once from the oracle's runs, applied to any
+    candidate or mutant output. `tol` for float and exact outputs; `grid` (on the host) for quantized ones."""
+
+    g: torch.Tensor                              # the fp64 oracle
+    b: torch.Tensor                              # the reference in the task's dtype
+    tol: correctness.Tolerance | None = None
+    grid: torch.Tensor | None = None             # the oracle, or B where the oracle is steps away from B's grid
+    one_step: float = 0.0                        # allowed share of one-step differences on the grid
+
+    def check(self, c: torch.Tensor, label: str, nonfinite_inputs: bool = False) -> Check:
+        """Candidate output `c` against the oracle, on the oracle's device. `nonfinite_inputs`: the trial put
+        NaN/Inf into the inputs, so outputs the reference makes non-finite are not judged
+        (correctness.unjudged_where_nonfinite)."""
+        b = self.b
+        if type(c) is not torch.Tensor or c.dtype != b.dtype or c.shape != b.shape:
+            got = f"{c.dtype} {list(c.shape)}" if isinstance(c, torch.Tensor) else type(c).__name__
+            return Check(label, False, f"output is {got}, expected {b.dtype} {list(b.shape)}")
+        if self.grid is not None:
+            ok, msg = lowprec.check_requant(c.cpu(), self.grid, self.one_step)
+            return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
+        if nonfinite_inputs:
+            c = correctness.unjudged_where_nonfinite(c, self.g)
+        return correctness.compare(c.to(self.g.device), self.g, b, self.tol, label)
+
+
+@dataclass(frozen=True)
+class Comparator:
+    """The comparison of docs/GATE.md (Tolerance; quantized outputs) for one task.
+
+    Outputs on a quantization grid (fp8, or integer outputs of a reference that rounds floats to integers)
+    are judged in grid steps: two or more steps fail anywhere; one-step differences may not exceed the
+    contract's `one_step` share, by default max(0.1%, twice the reference's own rate)."""
+
+    quantized: bool = False                      # the reference rounds floats onto an integer grid
+    one_step: float | None = None                # the contract's allowed one-step share, if declared
+
+    @classmethod
+    def of(cls, oracle: Any) -> "Comparator":
+        return cls(quantizing(oracle.ops), oracle.contract.one_step)
+
+    def on_grid(self, g: torch.Tensor, b: torch.Tensor) -> bool:
+        return b.dtype in lowprec.FP8 or (self.quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
+                                          and g.dtype == b.dtype)
+
+    def expect(self, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor]) -> Expected:
+        """One output: oracle `g`, task-dtype run `b`, the permitted reference runs."""
+        if self.on_grid(g, b):
+            own = lowprec.quant_steps(b.cpu(), g.cpu())
+            allowed = self.one_step if self.one_step is not None else max(lowprec.FLOOR, 2 * own.one_fraction)
+            target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
+            return Expected(g, b, grid=target.cpu(), one_step=allowed)
+        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype))
+
+    def expected(self, runs: Any) -> list[Expected]:
+        """Every output of one run of the oracle (oracle.Runs)."""
+        return [self.expect(g, b, {n: r[k] for n, r in runs.permitted.items()})
+                for k, (g, b) in enumerate(zip(runs.oracle, runs.task))]
+
+
+# ------------------------------------------------------------------ metadata
+
+@dataclass(frozen=True)
+class Problem:
+    """A failed output-metadata check: its reason, the check's name and what was wrong."""
+
+    reason: Reason
+    check: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What every call's outputs must look like: the reference's structure (one tensor or a sequence), and per
+    output the reference's dtype, shape and device, a layout `layout_ok` allows (unless the contract relaxes
+    strides), no memory shared with an input (unless the contract declares inplace)."""
+
+    single: bool
+    device: str
+    strides: bool = True
+    inplace: bool = False
+
+    def described(self, single: Any, metas: Any, refs: list[torch.Tensor], name: str) -> Problem | None:
+        """The worker's description of one call's outputs against the reference's outputs on the same shapes."""
+        n = len(refs)
+        if single != self.single or not isinstance(metas, list) or len(metas) != n \
+                or not all(isinstance(m, dict) for m in metas):
+            want = "one tensor" if self.single else f"a sequence of {n} tensors"
+            got = ("one tensor" if single is True else f"a sequence of {len(metas)} tensors"
+                   if isinstance(metas, list) and single is False else "something else")
+            return Problem(Reason.OUTPUT_TYPE, "output structure", f"returned {got}, expected {want} ({name})")
+        for k, (meta, b) in enumerate(zip(metas, refs)):
+            label = f"output {k}" if n > 1 else "output"
+            if not {"dtype", "shape", "stride", "device", "aliased"} <= set(meta):
+                return Problem(Reason.OUTPUT_TYPE, "output structure", f"{label}: incomplete description ({name})")
+            bad = check_meta(meta, b, self.device, self.strides, label)
+            if bad:
+                return Problem(bad[0], "output dtype/shape/device/strides", f"{bad[1]} ({name})")
+            if meta.get("aliased") and not self.inplace:
+                return Problem(Reason.ALIASING, "no aliasing", f"{label} shares memory with an input ({name}); "
+                               "declare inplace = true in the contract if intended")
+        return None
+
+    def kind(self, tensors: Any, name: str) -> Problem | None:
+        """The outputs that reached the judge are a list of plain tensors."""
+        if not isinstance(tensors, list) or any(type(c) is not torch.Tensor for c in tensors):
+            return Problem(Reason.OUTPUT_TYPE, "output type", f"the output is not made of plain tensors ({name})")
+        return None
+
+    def handed(self, tensors: Any, refs: list[torch.Tensor], name: str) -> Problem | None:
+        """The tensors themselves, as they reached the judge (a trial's outputs, a re-check's fetch): plain
+        tensors, as many as the reference returns, each of the reference's dtype and shape (whatever the
+        worker described)."""
+        bad = self.kind(tensors, name)
+        if bad:
+            return bad
+        if len(tensors) != len(refs):
+            return Problem(Reason.OUTPUT_TYPE, "output structure", f"{len(tensors)} tensors for {len(refs)} "
+                           f"outputs ({name})")
+        for k, (c, b) in enumerate(zip(tensors, refs)):
+            bad = _dtype_shape(str(c.dtype), list(c.shape), b, f"output {k}" if len(refs) > 1 else "output")
+            if bad:
+                return Problem(bad[0], "output dtype/shape/device/strides", f"{bad[1]} ({name})")
+        return None
+
+
+def _dtype_shape(dtype: Any, shape: Any, ref: torch.Tensor, label: str) -> tuple[Reason, str] | None:
+    if dtype != str(ref.dtype):
+        return Reason.DTYPE, f"{label}: dtype {dtype}, expected {ref.dtype}"
+    if list(shape) != list(ref.shape):
+        return Reason.SHAPE, f"{label}: shape {shape}, expected {list(ref.shape)}"
+    return None
+
+
+def check_meta(meta: dict, ref: torch.Tensor, device: str, strides: bool, label: str) -> tuple[Reason, str] | None:
+    """Exact dtype, shape and device of one output; its layout by `layout_ok` (unless strides are relaxed)."""
+    bad = _dtype_shape(meta["dtype"], meta["shape"], ref, label)
+    if bad:
+        return bad
+    want = torch.device(device)
+    got = torch.device(meta["device"])
+    if got.type != want.type:
+        return Reason.DEVICE, f"{label}: on {got}, expected {want.type}"
+    if strides and not layout_ok(list(meta["shape"]), list(meta["stride"]), list(ref.stride())):
+        return Reason.STRIDE, (f"{label}: strides {meta['stride']}, expected {list(ref.stride())} or row-major "
+                               "(contract: strides=false relaxes)")
+    return None
+
+
+def layout_ok(shape: list[int], stride: list[int], ref_stride: list[int]) -> bool:
+    """The layout rule (dimensions of size 1 never matter):
+    - the reference's strides exactly, or
+    - row-major contiguous: what `.contiguous()` of the reference's output would give, on which `.view` of
+      any compatible shape and row-major pointer arithmetic work, or
+    - when the reference's own output is not contiguous (a view, a slice), the same layout padded: the same
+      order of dimensions by stride, the same innermost stride, no overlap, any pitch (a padded buffer
+      sliced to the valid region). Code consuming a non-contiguous output already goes through strides.
+    Anything else (column-major for a row-major reference, a padded slice where the reference is
+    contiguous) is refused: `.view` would raise, or a kernel reading the pointer row-major would read padding."""
+    if math.prod(shape) <= 1 or _same_strides(shape, stride, ref_stride) or _contiguous(shape, stride):
+        return True
+    if _contiguous(shape, ref_stride):
+        return False
+    dims = [d for d, n in enumerate(shape) if n > 1]
+    order = sorted(dims, key=lambda d: (stride[d], d))
+    ref_order = sorted(dims, key=lambda d: (ref_stride[d], d))
+    return (order == ref_order and stride[order[0]] == ref_stride[order[0]] and _dense_enough(shape, stride, order)
+            and _dense_enough(shape, ref_stride, ref_order))
+
+
+def _contiguous(shape: list[int], stride: list[int]) -> bool:
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(stride)):
+        if n == 0:
+            return True
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def _dense_enough(shape: list[int], stride: list[int], order: list[int]) -> bool:
+    """No two elements share memory: along `order` (innermost first), each stride clears the span inside it."""
+    span = 1
+    for d in order:
+        if stride[d] < span:
+            return False
+        span = stride[d] * shape[d]
+    return True
+
+
+def _same_strides(shape: list[int], a: list[int], b: list[int]) -> bool:
+    if math.prod(shape) <= 1:
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n > 1)

@@ -1,0 +1,307 @@
+"""A worker session the judge holds: one implementation's process (a candidate, or a baseline that is the
+reference itself) and the running list of checks. Every request, trial, timed batch and re-check goes
+through a Session; a failed check raises Rejected (gate/judge.py turns it into the verdict)."""
+from __future__ import annotations
+
+import json
+import secrets
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import clock, digest, workload
+from ..config import GateConfig
+from ..oracle import Runs
+from ..records import Check, Reason
+from ..sandbox import Worker, WorkerFailure, ipc
+from . import checks, correctness, timing
+from .task import Task
+from .trials import make_trials
+
+ALLOWED_FLAG_CHANGES = {
+    "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
+    "bf16": {"cuda.matmul.allow_bf16_reduced_precision_reduction", "float32_matmul_precision"},
+    "fp16": {"cuda.matmul.allow_fp16_reduced_precision_reduction"},
+}
+
+
+class Rejected(Exception):
+    """A failed check: its reason and the Check that records it."""
+
+    def __init__(self, reason: Reason, check: Check):
+        super().__init__(check.detail)
+        self.reason, self.check = reason, check
+
+    @property
+    def line(self) -> str:
+        """The check's name and the first line of its detail (a verdict's message)."""
+        first = self.check.detail.splitlines()[0] if self.check.detail else ""
+        return f"{self.check.name}: {first}" if first else self.check.name
+
+
+def worker_limits(task: Task, cfg: GateConfig) -> dict:
+    """The limits every candidate's worker gets (for sandbox.Spares)."""
+    return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
+
+
+@dataclass
+class Batch:
+    """One timed batch as the judge saw it: its plan, the judge's wall time, the worker's commitments."""
+
+    tag: int
+    plan: list
+    walls_ms: list[float]                # per iteration, on the judge's clock: the basis of every claim
+    samples_ms: list[float]              # in-process samples: diagnostics, never the basis of a claim
+    commits: list                        # per iteration: [output digests, input digests after the call]
+
+
+class Session:
+    """One candidate under judgement: its worker and the running list of checks."""
+
+    def __init__(self, task: Task, cand: workload.Spec, cfg: GateConfig, label: str = "candidate",
+                 trusted: bool = False, worker: Worker | None = None):
+        self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
+        self.worker = worker or Worker(label, **worker_limits(task, cfg))
+        # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
+        # keeps its data (the device, or the host in the lean memory plan)
+        self.worker.device = task.home
+        self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= ipc.BULK_MIN else 0
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
+        self.pooled = False                 # the worker holds the timing pool (lean plan: only while timed)
+        self.os_threads0 = 0
+        self.rechecked = 0
+        self.torch_threads = self.torch_threads0 = 0
+
+    def fail(self, reason: Reason, name: str, detail: str) -> None:
+        raise Rejected(reason, Check(name, False, detail))
+
+    def request(self, msg: dict, timeout: float, what: str, stream=None) -> dict:
+        try:
+            reply = self.worker.request(msg, timeout, stream=stream)
+        except WorkerFailure as f:
+            detail = f.message + (f"\n{f.detail}" if f.detail and f.reason is Reason.CRASH else "")
+            raise Rejected(f.reason, Check(what, False, detail)) from None
+        if "observations" in reply and not self.trusted:
+            self.observe(reply["observations"], what)
+        return reply
+
+    def observe(self, obs: dict, what: str) -> None:
+        allowed = set().union(*(ALLOWED_FLAG_CHANGES.get(p, set()) for p in self.task.contract.precision))
+        changed = {k: v for k, v in obs.get("flags_changed", {}).items() if k not in allowed}
+        if "num_threads" in changed:
+            self.fail(Reason.THREADS, "thread settings", f"torch.get_num_threads changed {changed['num_threads'][0]} -> "
+                      f"{changed['num_threads'][1]} during {what}")
+        if changed:
+            self.fail(Reason.FLAGS, "global numerics flags",
+                      "changed during " + what + ": " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
+        if obs.get("timers_changed"):
+            self.fail(Reason.TIMER, "timer identity", f"replaced during {what}: {', '.join(obs['timers_changed'])}")
+        self.torch_threads = int(obs.get("torch_threads", 0))
+        before, now = obs.get("py_threads", [0, 0])
+        if now > before:
+            names = [str(n) for n in obs.get("py_thread_names", [])][-(now - before):]
+            self.fail(Reason.THREADS, "threads", f"{now - before} Python thread(s) started by the candidate ({what})"
+                      + (f": {'; '.join(names)}" if names else ""))
+        for m in obs.get("loaded_reference", []):
+            note = f"the candidate loaded the reference file as module '{m}' (a fallback to the reference is not a speedup)"
+            if note not in self.notes:
+                self.notes.append(note)
+
+    def build(self, compile_options: dict | None = None, baseline: bool = False) -> None:
+        """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
+        t = self.task
+        self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
+        # counted from outside before the candidate's import: threads it starts at import count too
+        self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
+        self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
+                      "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
+                      "guard": "observe" if baseline else "enforce",
+                      "compile": compile_options is not None, "compile_options": compile_options or {}},
+                     self.cfg.build_timeout, "build")
+        self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
+
+    def settle(self) -> None:
+        """End of the build phase: one call on the workload's own inputs for each shape the trials will use
+        (so torch.compile, Triton and extension builds, which start compilers, happen now), then the worker
+        is locked down: no new processes from here on, checked from outside. The outputs of these calls are
+        not judged; the trials' inputs are drawn from a secret seed afterwards."""
+        t = self.task
+        shapes = [t.given] + [workload.resize(t.ref.inputs(seed=0, device=t.home), v.inputs, v.dim, size,
+                                              torch.Generator().manual_seed(0))
+                              for v in t.contract.vary for size in v.sizes]
+        for xs in shapes:
+            self.call(xs)
+        try:
+            self.worker.lockdown(self.cfg.call_timeout)
+        except WorkerFailure as f:
+            self.fail(f.reason, "isolation", f.message)
+        self.checks.append(Check("isolation", True, "; ".join(self.worker.protections) or "none reported"))
+
+    def call(self, xs: list[Any]) -> dict:
+        """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""
+        return self.request({"op": "call", "inputs": xs, "poison_bytes": (1 if self.task.lean else 2) * self.task.out_bytes(),
+                             "slot": secrets.randbelow(timing.SLOTS), "lean": self.task.lean},
+                            self.cfg.call_timeout, "forward")
+
+    def check_outputs(self, name: str, xs: list[Any], runs: Runs, reply: dict) -> str:
+        """Structure, metadata, aliasing, input integrity, then numbers. Returns the worst error line."""
+        t = self.task
+        out = reply["output"]
+        rules = t.outputs
+        self.problem(rules.kind(out.get("tensors"), name) or rules.described(out.get("single"), out.get("meta"),
+                                                                              runs.task, name)
+                     or rules.handed(out["tensors"], runs.task, name))
+        changed = reply.get("inputs_changed")
+        if not isinstance(changed, list) or not all(isinstance(i, int) for i in changed):
+            self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the worker did not report on the inputs ({name})")
+        if changed and not t.contract.inplace:
+            self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"input {changed[0]} was modified by the candidate "
+                      f"({name}); declare inplace = true in the contract if intended")
+        worst = ""
+        nonfinite = correctness.NONFINITE_TRIAL in name
+        for k, (c, e) in enumerate(zip(out["tensors"], t.comparator.expected(runs))):
+            chk = e.check(c, name, nonfinite_inputs=nonfinite)
+            if not chk.ok:
+                reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
+                self.fail(reason, name, chk.detail + ("" if len(runs.task) == 1 else f" (output {k})"))
+            worst = chk.detail
+        return worst
+
+    def problem(self, p: checks.Problem | None) -> None:
+        """Reject on a failed output-metadata check (gate/checks.py)."""
+        if p is not None:
+            self.fail(p.reason, p.check, p.detail)
+
+    def trials(self) -> None:
+        seed = secrets.randbits(62)          # drawn after the candidate is constructed
+        t = self.task
+        for k, trial in enumerate(make_trials(t, seed, self.cfg.trials)):
+            if trial.state is not None:
+                self.request({"op": "load", "state": trial.state}, self.cfg.call_timeout, "load_state_dict")
+                t.oracle.load(trial.state)
+            reply = self.call(trial.inputs)                  # candidate first, then the reference
+            runs = t.oracle.run(trial.inputs)
+            detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
+            self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
+        t.oracle.load(t.oracle.state0)
+        self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    def pause(self) -> None:
+        """Freeze the worker (while another implementation is timed); a no-op before it started."""
+        if self.worker.proc is not None and not self.worker.frozen:
+            self.worker.freeze()
+
+    def resume(self) -> None:
+        if self.worker.proc is not None and self.worker.frozen:
+            self.worker.thaw()
+
+    def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
+        """The timed loops' input pool, and the RMS of each entry's inputs (the judge's figures, so that it
+        rebuilds a timed iteration's inputs bit for bit wherever it keeps the pool)."""
+        rms = [timing.rms(xs, scalable) for xs in pool]
+        self.request({"op": "pool", "pool": pool, "scalable": scalable, "rms": rms}, self.cfg.call_timeout,
+                     "input pool")
+        self.pooled = True
+
+    def release(self) -> None:
+        """The worker gives back its inputs' and outputs' device memory (lean memory plan)."""
+        self.request({"op": "release"}, self.cfg.call_timeout, "release")
+        self.pooled = False
+
+    def warm_up(self, plan: list, warmup_ms: float, warmup_min: int) -> None:
+        """Warm-up by time, in its own request so the judge's clock on timed batches excludes it."""
+        self.request({"op": "warmup", "plan": plan, "warmup_ms": warmup_ms, "warmup_min": warmup_min},
+                     self.cfg.call_timeout + warmup_ms / 1e3, "warm-up")
+
+    def time_batch(self, tag: int, plan: list, null: bool = False) -> "Batch":
+        """One timed batch, one iteration at a time on the judge's clock: each step's (pool index, scale,
+        seed) is sent only when its clock starts, and its answer (digests of the outputs and of the inputs
+        after the call, the output's description) stops it. Every iteration's output structure and metadata
+        are checked as a trial's; `null` times the harness alone (a stand-in output)."""
+        t = self.task
+        msg = {"op": "time", "tag": tag, "n": len(plan), "flush_bytes": timing.flush_bytes(t.device)}
+        if null:
+            msg["null"] = [[list(o.shape), str(o.dtype).replace("torch.", "")] for o in t.out_meta]
+            msg["single"] = t.oracle.single
+        walls: list[float] = []
+        answers: list[Any] = []
+
+        def stream() -> None:
+            for j, s, seed in plan:
+                step = struct.pack("<qdq", j, s, seed)
+                t0 = clock.perf_ns()
+                got = self.worker.roundtrip(step, self.cfg.call_timeout, "timed loop")
+                walls.append(clock.ms_since(t0))
+                if got is None:                   # the worker's final reply came instead (an error)
+                    return
+                answers.append(json.loads(got))
+
+        self.request(msg, self.cfg.call_timeout, "timed loop", stream=stream)
+        ok = len(answers) == len(plan) and all(
+            isinstance(a, dict) and isinstance(a.get("d"), list) and isinstance(a.get("i"), list)
+            and isinstance(a.get("m"), dict) for a in answers)
+        if not ok:
+            self.fail(Reason.RECHECK, "timed loop", f"the worker answered {len(answers)} of {len(plan)} timed "
+                      "iterations with a commitment")
+        if not null:
+            rules = t.outputs
+            for k, a in enumerate(answers):
+                self.problem(rules.described(a["m"].get("single"), a["m"].get("meta"), t.out_meta,
+                                             f"timed iteration {tag + k}"))
+        return Batch(tag, plan, walls, [float(a.get("t", 0.0)) for a in answers],
+                     [[a["d"], a["i"]] for a in answers])
+
+    def recheck(self, batch: "Batch", picks: list[int], pool: list[list[Any]], scalable: list[bool]) -> None:
+        """Fetch the outputs of iterations picked after the batch returned; each must be the one committed
+        to while the clock ran (digest), the inputs after the call must be the ones given (digest of the
+        rebuilt inputs), and the numbers must match the oracle on those inputs."""
+        reply = self.request({"op": "fetch", "indices": picks}, self.cfg.call_timeout, "re-check fetch")
+        outputs = reply.get("outputs")
+        if self.task.lean:          # the picked outputs are at home now: the worker gives its memory back
+            self.release()
+        if not isinstance(outputs, list) or len(outputs) != len(picks):
+            self.fail(Reason.RECHECK, "timed-loop re-check", "the worker did not hand over the picked outputs")
+        t = self.task
+        for k, tensors in zip(picks, outputs):
+            it = batch.tag + k
+            out_digests, in_digests = batch.commits[k]
+            bad = t.outputs.handed(tensors, t.out_meta, f"timed iteration {it}")
+            if bad is not None:
+                self.fail(Reason.RECHECK, "timed-loop re-check", f"outputs of the wrong kind: {bad.detail}")
+            if [digest.digest(c) for c in tensors] != list(out_digests):
+                self.fail(Reason.RECHECK, "timed-loop re-check", f"the output of timed iteration {it} changed after "
+                          "the clock stopped (it differs from the one committed while timed)")
+            j, scale, seed = batch.plan[k]
+            # rebuilt on the worker's device type (the same operations give the same bits), kept at home
+            dev = [x.to(t.device) if isinstance(x, torch.Tensor) else x for x in pool[j]]
+            xs = timing.fresh(dev, scale, seed, scalable, timing.rms(pool[j], scalable), t.device)
+            xs = [x.to(t.home) if isinstance(x, torch.Tensor) else x for x in xs]
+            del dev
+            if digest.digests(xs) != list(in_digests) and not t.contract.inplace:
+                self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the inputs of timed iteration {it} were "
+                          "modified by the candidate; declare inplace = true in the contract if intended")
+            runs = t.oracle.run(xs)
+            for c, e in zip(tensors, t.comparator.expected(runs)):
+                chk = e.check(c, "re-check")          # of another dtype or shape than the reference's: fails
+                if not chk.ok:
+                    self.fail(Reason.RECHECK, "timed-loop re-check",
+                              f"output of timed iteration {it} is wrong: {chk.detail}")
+        self.rechecked += len(picks)
+
+    def check_threads(self) -> None:
+        """No process of the candidate's but its worker (a child forked before a lockdown it forged would
+        show here); OS threads (read from outside) may grow only by threads torch itself started."""
+        others = self.worker.descendants()
+        if others:
+            self.fail(Reason.THREADS, "processes", f"the candidate's worker has {len(others)} other process(es) "
+                      f"alive after its build (pids {', '.join(map(str, list(others)[:5]))})")
+        now = self.worker.os_threads()
+        grown = now - self.os_threads0 - (self.torch_threads - self.torch_threads0)
+        if self.os_threads0 and grown > 0:
+            self.fail(Reason.THREADS, "threads", f"OS thread count of the candidate's process grew "
+                      f"{self.os_threads0} -> {now} since before its import, {grown} not started by torch")
+        self.checks.append(Check("threads", True, f"{now} OS threads: none started by the candidate since before "
+                                 "its import"))

@@ -1,0 +1,142 @@
+"""The prepared task: a reference loaded, probed, its memory planned and admitted, once per verify, bench or
+optimize; every candidate is judged against it (gate/judge.py)."""
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import workload
+from ..errors import KernelgateError
+from ..oracle import Oracle
+from ..records import Check, Contract, Reason
+from . import admission, checks
+from . import memory as memory_mod
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(target: str) -> str:
+    """Map a target to a torch device; a CUDA target without a GPU is a task error (exit 2)."""
+    t = target.lower()
+    if t == "cpu":
+        return "cpu"
+    if t in ("cuda", "gpu") or t.startswith("cuda:") or t in ("h100", "h200", "a100", "l40s", "b200"):
+        if not torch.cuda.is_available():
+            raise KernelgateError(f"target '{target}' needs a CUDA GPU, and none is visible to PyTorch "
+                                  f"(torch {torch.__version__}); use --target cpu", Reason.NO_DEVICE)
+        return t if t.startswith("cuda:") else "cuda"
+    raise KernelgateError(f"unknown target '{target}': use cpu or cuda")
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    import platform
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+@dataclass
+class Task:
+    """A reference ready for judging: loaded, probed, admitted."""
+
+    ref: workload.Reference
+    oracle: Oracle
+    contract: Contract
+    device: str
+    target: str
+    admission: Check
+    given: list[Any]
+    out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
+    floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
+    memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
+
+    @property
+    def home(self) -> str:
+        """Where the judge keeps inputs, the oracle and the outputs it compares (the device, or the host in
+        the lean memory plan)."""
+        return self.memory.home if self.memory is not None else self.device
+
+    @property
+    def lean(self) -> bool:
+        return bool(self.memory is not None and self.memory.lean)
+
+    @property
+    def quantized(self) -> bool:
+        """The reference rounds floats onto an integer grid (requantization), as recorded from its ops."""
+        return checks.quantizing(self.oracle.ops)
+
+    @property
+    def comparator(self) -> checks.Comparator:
+        """How this task's outputs are compared with the oracle (the same for trials, re-checks and admission)."""
+        return checks.Comparator.of(self.oracle)
+
+    @property
+    def outputs(self) -> checks.Outputs:
+        """What every call's outputs must look like (structure, dtype, shape, device, layout, aliasing)."""
+        return checks.Outputs(self.oracle.single, self.device, self.contract.strides, self.contract.inplace)
+
+    @property
+    def hash(self) -> str:
+        return self.ref.hash
+
+    def out_bytes(self) -> int:
+        return sum(o.numel() * o.element_size() for o in self.out_meta)
+
+
+def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = "auto") -> Task:
+    """Load the reference, measure what its forward needs on the device and plan the gate's memory
+    (gate/memory.py), probe it (random? tensors out?), and run task admission."""
+    device = resolve_device(target)
+    ref = workload.load_reference(spec)
+    ref_peak = None
+    if device.startswith("cuda"):
+        try:
+            ref_peak = memory_mod.peak(ref.build(seed=0).to(device), ref.inputs(seed=0, device="cpu"), device)
+        except torch.cuda.OutOfMemoryError as e:
+            raise KernelgateError(f"the reference's forward does not fit on {device_name(device)}: {e}",
+                                  Reason.TASK_LOAD) from None
+    try:
+        mplan = memory_mod.plan(device, ref_peak, memory)
+    except ValueError as e:
+        raise KernelgateError(str(e), Reason.USAGE) from None
+    device_home = mplan.home
+    oracle = Oracle(ref, device_home, contract, compute=device)   # computed on the device, kept at home
+    given = ref.inputs(seed=0, device=device_home)
+    for i, _ in contract.domain:
+        if i >= len(given):
+            raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
+    out = oracle.probe(given)
+    rng = torch.Generator().manual_seed(secrets.randbits(62))
+
+    def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
+        for kind in ("given", "normal", "wide"):
+            xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device_home),
+                                kind, rng, contract)
+            yield xs, oracle.run(xs)
+    adm = admission.admit(oracle, trials())
+    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
+                mplan)
+
+
+def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):
+    """Roofline floor of the workload on this device (None, with a log line, when it cannot be counted)."""
+    from .. import targets
+    from ..profiling import roofline
+    try:
+        precision = "tf32" if "tf32" in contract.precision else None
+        return roofline.floor(roofline.count(model, given), targets.machine(device), precision)
+    except Exception as e:  # noqa: BLE001 - the floor is a signal, never a reason to refuse a task
+        log.info("no roofline floor: %s", e)
+        return None
+
+
+def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
+    """Input sets for timed loops, from the workload's own generator; which inputs may be rescaled."""
+    pool = [task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=task.home) for _ in range(n)]
+    scalable = [isinstance(x, torch.Tensor) and x.is_floating_point() and task.contract.domain_of(i) is None
+                for i, x in enumerate(pool[0])]
+    return pool, scalable

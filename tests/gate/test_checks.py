@@ -1,0 +1,115 @@
+"""The one comparator and the output-metadata checks (gate/checks.py), and the one verdict builder."""
+from types import SimpleNamespace
+
+import torch
+
+from kernelgate.gate import checks, verdict
+from kernelgate.gate.session import Rejected
+from kernelgate.oracle import Runs
+from kernelgate.records import Check, Contract, Reason, Status
+
+
+def _runs(g: torch.Tensor, b: torch.Tensor) -> Runs:
+    return Runs([g], [b], {"task dtype": [b]})
+
+
+def _float_case():
+    g = torch.randn(64, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    return g, g.float()
+
+
+def test_float_outputs_get_the_derived_tolerance():
+    g, b = _float_case()
+    [e] = checks.Comparator().expected(_runs(g, b))
+    assert e.tol is not None and e.grid is None
+    assert e.check(b.clone(), "t").ok
+    assert not e.check(b + 1e-3, "t").ok
+
+
+def test_a_broadcastable_or_retyped_output_is_never_compared():
+    g, b = _float_case()
+    [e] = checks.Comparator().expected(_runs(g, b))
+    row = b[:1].clone()                                 # broadcasts against (64, 32)
+    assert not e.check(row, "t").ok and "expected torch.float32 [64, 32]" in e.check(row, "t").detail
+    assert not e.check(b.double(), "t").ok
+
+
+def test_quantized_outputs_are_judged_in_grid_steps_everywhere():
+    """Integer outputs of a quantizing reference: one step off at a few places passes (as in the trials);
+    without quantizing ops they must be bit-identical. Admission uses the same comparator."""
+    g = torch.arange(-100, 100, dtype=torch.int8).repeat(10)
+    c = g.clone()
+    c[0] += 1                                           # one element one step off: 0.05% of 2000
+    grid = checks.Comparator(quantized=True).expect(g, g, {})
+    assert grid.grid is not None and grid.check(c, "t").ok
+    assert not grid.check(c + 2, "t").ok                   # two steps anywhere fail
+    exact = checks.Comparator(quantized=False).expect(g, g, {"task dtype": g})
+    assert exact.tol.exact and not exact.check(c, "t").ok
+    assert checks.quantizing({"aten::round", "round"}) and not checks.quantizing({"add"})
+
+
+def test_the_contract_sets_the_one_step_share():
+    g = torch.zeros(1000, dtype=torch.int8)
+    c = g.clone()
+    c[:5] = 1                                           # 0.5% one step off
+    assert not checks.Comparator(quantized=True).expect(g, g, {}).check(c, "t").ok
+    assert checks.Comparator(quantized=True, one_step=0.01).expect(g, g, {}).check(c, "t").ok
+
+
+def test_admission_compares_as_the_trials_do(monkeypatch):
+    """Task admission builds its comparator from the oracle, as the task does for trials and re-checks."""
+    oracle = SimpleNamespace(ops={"round", "mm"}, contract=Contract(one_step=0.02))
+    assert checks.Comparator.of(oracle) == checks.Comparator(quantized=True, one_step=0.02)
+
+
+def test_metadata_checks_dtype_shape_strides():
+    ref = torch.zeros(4, 3)
+    meta = {"dtype": "torch.float32", "shape": [4, 3], "stride": [3, 1], "device": "cpu", "aliased": False}
+    assert checks.check_meta(meta, ref, "cpu", True, "o") is None
+    assert checks.check_meta({**meta, "dtype": "torch.float64"}, ref, "cpu", True, "o")[0] is Reason.DTYPE
+    assert checks.check_meta({**meta, "shape": [3, 4]}, ref, "cpu", True, "o")[0] is Reason.SHAPE
+    assert checks.check_meta({**meta, "stride": [1, 4]}, ref, "cpu", True, "o")[0] is Reason.STRIDE
+    assert checks.check_meta({**meta, "stride": [1, 4]}, ref, "cpu", False, "o") is None
+    assert checks.check_meta({**meta, "device": "cuda:0"}, ref, "cpu", True, "o")[0] is Reason.DEVICE
+
+
+def test_described_outputs():
+    rules = checks.Outputs(single=True, device="cpu")
+    ref = [torch.zeros(4, 3)]
+    meta = {"dtype": "torch.float32", "shape": [4, 3], "stride": [3, 1], "device": "cpu", "aliased": False}
+    assert rules.described(True, [meta], ref, "t") is None
+    assert rules.described(False, [meta], ref, "t").reason is Reason.OUTPUT_TYPE
+    assert rules.described(True, [{"dtype": "torch.float32"}], ref, "t").check == "output structure"
+    assert rules.described(True, [{**meta, "aliased": True}], ref, "t").reason is Reason.ALIASING
+    assert checks.Outputs(single=True, device="cpu", inplace=True).described(True, [{**meta, "aliased": True}],
+                                                                              ref, "t") is None
+    assert rules.described(True, [{**meta, "shape": [4, 1]}], ref, "t").reason is Reason.SHAPE
+
+
+def test_handed_tensors_are_checked_whatever_the_description_said():
+    rules = checks.Outputs(single=True, device="cpu")
+    ref = [torch.zeros(4, 3)]
+    assert rules.handed([torch.ones(4, 3)], ref, "t") is None
+    assert rules.handed([torch.ones(1, 3)], ref, "t").reason is Reason.SHAPE       # would broadcast
+    assert rules.handed([torch.ones(4, 3, dtype=torch.float64)], ref, "t").reason is Reason.DTYPE
+    assert rules.handed([torch.ones(4, 3)] * 2, ref, "t").check == "output structure"
+    assert rules.handed([torch.nn.Parameter(torch.ones(4, 3))], ref, "t").check == "output type"
+    assert rules.handed("x", ref, "t").reason is Reason.OUTPUT_TYPE
+
+
+def _task(lean: bool = False):
+    memory = SimpleNamespace(lean=lean, reason="tight")
+    return SimpleNamespace(lean=lean, memory=memory, contract=Contract(), hash="h", target="cpu", device="cpu")
+
+
+def test_one_verdict_builder(tmp_path):
+    cand = tmp_path / "cand.py"
+    cand.write_text("x = 1\n")
+    s = SimpleNamespace(cand=SimpleNamespace(path=str(cand)), notes=["a note"], checks=[Check("build", True, "ok")])
+    v = verdict.rejected(_task(), s, Rejected(Reason.RECHECK, Check("timed-loop re-check", False, "wrong\nmore")))
+    assert v.status is Status.REJECTED and v.reason is Reason.RECHECK
+    assert v.message == "timed-loop re-check: wrong" and v.checks[-1].name == "timed-loop re-check"
+    assert v.candidate_hash and v.workload_hash == "h" and v.notes == ("a note",)
+    lean = verdict.build(_task(lean=True), s, Status.ACCEPTED, Reason.OK, "all checks passed")
+    assert lean.accepted and any("lean memory plan (tight)" in n for n in lean.notes)
+    assert Rejected(Reason.CRASH, Check("build", False, "")).line == "build"
