@@ -6,8 +6,6 @@ becomes best only with a claimed speedup over it.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import random
 import time
@@ -18,6 +16,7 @@ from typing import Callable
 
 from . import workload
 from .config import GateConfig, TimingConfig
+from .gate import baselines as baselines_mod
 from .gate import bench as bench_mod
 from .gate.judge import Rejected, Session, Task, device_name, judge_session, worker_limits
 from .sandbox import Spares
@@ -29,7 +28,7 @@ from .proposers.library import Library
 from .proposers.library.library import REWRITE_FNS, strategy_family
 from .records import Candidate, Evaluation, OptimizeResult, Status, Timing
 from .store import Store
-from .versions import conditions, software
+from .versions import conditions
 
 log = logging.getLogger(__name__)
 
@@ -116,82 +115,30 @@ class Search:
             raise OutOfBudget
 
     # ------------------------------------------------------------ baselines
-    def baseline_key(self) -> str:
-        """What a kept baseline measurement is valid for: this workload (source, inputs, contract), this
-        device, these software versions and this timing configuration."""
-        sw = software()
-        parts = [self.task.hash, self.task.target, device_name(self.task.device), sw.get("torch"), sw.get("triton"),
-                 sw.get("python"), repr(self.scfg.timing), repr(sorted(self.task.contract.assumptions()))]
-        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
-
     def baselines(self) -> None:
-        """Eager and torch.compile: built and timed side by side, or read from the store when this workload was
-        measured before on this device with this software; then only the baselines within 10% of the faster
-        stay alive (every candidate is timed interleaved with them, so fewer baselines mean more candidates)."""
-        ref = self.task.ref.spec
-        key = self.baseline_key()
-        kept = self.store.baselines(key)
-        names = list(bench_mod.BASELINES)
-        if kept is not None:
-            when, doc = kept
-            self.timings = {k: Timing.from_json(v) for k, v in doc["timings"].items()}
-            self.base_label = doc["faster"]
-            self.baseline_check_s = float(doc.get("check_s", 0.0))
-            names = self._close_enough(self.timings)
-            msg = (f"baselines from the store (measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))} with "
-                   f"this workload, device and software): " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in
-                                                                        self.timings.items())
-                   + f"; faster: {self.base_label}; building {', '.join(names)} to time candidates against")
-            self.notes.append(msg)
-            self.say(msg)
-        build_s: dict[str, float] = {}
-        phase0 = time.monotonic()
-        for name in names:
-            s = Session(self.task, workload.Spec(ref.path, ref.cls), self.cfg, name, trusted=True)
-            t0 = time.monotonic()
-            try:
-                self.say(f"baseline {name}: building")
-                s.build(compile_options={} if name == "compile" else None, baseline=True)
-                self.base_sessions[name] = s
-            except Rejected as r:
-                s.worker.close()
-                self.notes.append(f"baseline {name} unavailable: {r.check.detail.splitlines()[0]}")
-            build_s[name] = round(time.monotonic() - t0, 2)
-        if not self.base_sessions:
-            raise RuntimeError("no baseline could be built")
-        if kept is None or self.base_label not in self.base_sessions:
+        """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store when
+        this workload was measured before on this device with this software; only the baselines within 10% of
+        the faster stay alive. Building them counts against the budget: past half of it, they are measured
+        with 2 rounds."""
+        def timing_for(build_s: float) -> TimingConfig:
             tcfg = self.scfg.timing
             if self.left() < 0.5 * self.budget.seconds and tcfg.rounds > 2:
-                msg = (f"building the baselines took {sum(build_s.values()):.0f} s of the {self.budget.seconds:.0f} s "
+                msg = (f"building the baselines took {build_s:.0f} s of the {self.budget.seconds:.0f} s "
                        f"budget: measuring them with 2 rounds instead of {tcfg.rounds} (their figures are kept in the "
                        "store, so the next run of this workload spends its budget on candidates)")
                 self.notes.append(msg)
                 self.say(msg)
                 tcfg = replace(tcfg, rounds=2)
-            self.timings, _ = bench_mod.measure(self.task, dict(self.base_sessions), self.cfg, tcfg, lambda m: None)
-            self.base_label = min(self.timings, key=lambda k: self.timings[k].median_ms)
-            phase = time.monotonic() - phase0
-            self.baseline_check_s = phase / max(len(self.base_sessions), 1)
-            self.store.put_baselines(key, {"timings": {k: t.to_json() for k, t in self.timings.items()},
-                                           "faster": self.base_label, "build_s": build_s,
-                                           "check_s": self.baseline_check_s})
-            self.say("baselines: " + ", ".join(f"{k} {t.median_ms:.4g} ms" for k, t in self.timings.items())
-                     + f"; faster: {self.base_label}")
-            for name in [n for n in self.base_sessions if n not in self._close_enough(self.timings)]:
-                self.base_sessions.pop(name).worker.close()
-                self.notes.append(f"baseline {name} ({self.timings[name].median_ms:.4g} ms) is more than 10% slower "
-                                  f"than {self.base_label}: candidates are timed against {self.base_label} alone")
+            return tcfg
+        b = baselines_mod.ready(self.task, self.cfg, self.scfg.timing, self.store, self.say, self.notes.append,
+                                timing_for)
+        self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
+        self.baseline_check_s = b.check_s
         if self.scfg.profile:
             self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
             if self.base_insight:
                 self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
                 self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
-
-    def _close_enough(self, timings: dict[str, Timing]) -> list[str]:
-        """The baselines within 10% of the faster one's median (the others cannot be the faster baseline of a
-        later measurement by more than noise)."""
-        best = min(t.median_ms for t in timings.values())
-        return [k for k in bench_mod.BASELINES if k in timings and timings[k].median_ms <= 1.1 * best]
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, c: Candidate) -> Evaluation:

@@ -7,15 +7,16 @@ from .. import workload
 from ..config import GateConfig, TimingConfig
 from ..records import BenchResult, BenchRow, Status, Timing, Verdict
 from ..versions import conditions
+from . import baselines as baselines_mod
 from . import timing
 from .judge import judge_session
 from .measure import measure
-from .session import Rejected, Session
+from .session import Session
 from .task import Task, device_name
 
 log = logging.getLogger(__name__)
 
-BASELINES = timing.BASELINES
+BASELINES = baselines_mod.NAMES
 
 
 def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingConfig,
@@ -40,15 +41,9 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
                 sessions[label] = s
             else:
                 rows[label] = BenchRow(label, None, v, None, f"{v.reason.value}: {v.message}")
-        for name in baselines:
-            s = Session(task, workload.Spec(ref_spec.path, ref_spec.cls), cfg, name, trusted=True)
-            try:
-                say(f"building baseline {name}")
-                s.build(compile_options={} if name == "compile" else None, baseline=True)
-                baseline_sessions[name] = s
-            except Rejected as r:
-                s.worker.close()
-                rows[name] = BenchRow(name, None, None, None, f"unavailable: {r.check.detail.splitlines()[0]}")
+        baseline_sessions, unavailable, _ = baselines_mod.build(task, baselines, cfg, say)
+        for name, why in unavailable.items():
+            rows[name] = BenchRow(name, None, None, None, f"unavailable: {why}")
         sessions = {**baseline_sessions, **sessions}     # baselines first
         if not baseline_sessions:
             return BenchResult(ref_spec.path, task.target, device_name(task.device), "", tuple(rows.values()),
@@ -57,7 +52,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     finally:
         for s in {**baseline_sessions, **sessions}.values():
             s.worker.close()
-    base_label = min((b for b in baselines if b in timings), key=lambda b: timings[b].median_ms)
+    base_label = baselines_mod.faster(timings)
     base = timings[base_label]
     for name in baselines:
         if name in timings:

@@ -1,0 +1,145 @@
+"""The baselines: eager PyTorch and torch.compile, the reference itself in workers identical to the
+candidates', built here for bench (gate/bench.py) and the search (kernelgate/search.py).
+
+The search keeps their measurement in the store (table `baselines`), keyed by workload, device, software
+versions and timing settings (`key`), so a second run of the same workload spends its budget on
+candidates; only the baselines within 10% of the faster one (`close_enough`) are built and timed against
+candidates (`ready`)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .. import workload
+from ..config import GateConfig, TimingConfig
+from ..records import Timing
+from ..store import Store
+from ..versions import software
+from . import timing
+from .measure import measure
+from .session import Rejected, Session
+from .task import Task, device_name
+
+NAMES = timing.BASELINES
+CLOSE = 1.1                  # a baseline slower than this times the faster one is not timed against candidates
+
+
+def session(task: Task, name: str, cfg: GateConfig) -> Session:
+    """The reference itself, as baseline `name`, in a trusted worker of its own (not built yet)."""
+    ref = task.ref.spec
+    return Session(task, workload.Spec(ref.path, ref.cls), cfg, name, trusted=True)
+
+
+def build(task: Task, names: list[str] | tuple[str, ...], cfg: GateConfig, say: Callable[[str], None]
+          ) -> tuple[dict[str, Session], dict[str, str], dict[str, float]]:
+    """Each baseline built in its worker: (sessions built, name -> why one is unavailable, name -> seconds
+    its build took). A baseline that cannot be built is left out, its worker closed."""
+    built: dict[str, Session] = {}
+    unavailable: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    for name in names:
+        s = session(task, name, cfg)
+        t0 = time.monotonic()
+        try:
+            say(f"baseline {name}: building")
+            s.build(compile_options={} if name == "compile" else None, baseline=True)
+            built[name] = s
+        except Rejected as r:
+            s.worker.close()
+            unavailable[name] = r.check.detail.splitlines()[0] if r.check.detail else r.check.name
+        except BaseException:
+            for b in [s, *built.values()]:
+                b.worker.close()
+            raise
+        seconds[name] = round(time.monotonic() - t0, 2)
+    return built, unavailable, seconds
+
+
+def faster(timings: dict[str, Timing]) -> str:
+    """The baseline with the smaller median (the one speedups are counted against)."""
+    return min((k for k in NAMES if k in timings), key=lambda k: timings[k].median_ms)
+
+
+def close_enough(timings: dict[str, Timing]) -> list[str]:
+    """The baselines within 10% of the faster one's median (the others cannot be the faster baseline of a
+    later measurement by more than noise)."""
+    best = min(t.median_ms for t in timings.values())
+    return [k for k in NAMES if k in timings and timings[k].median_ms <= CLOSE * best]
+
+
+def key(task: Task, tcfg: TimingConfig) -> str:
+    """What a kept baseline measurement is valid for: this workload (source, inputs, contract), this
+    device, these software versions and this timing configuration."""
+    sw = software()
+    parts = [task.hash, task.target, device_name(task.device), sw.get("torch"), sw.get("triton"),
+             sw.get("python"), repr(tcfg), repr(sorted(task.contract.assumptions()))]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Baselines:
+    """The baselines a search times candidates against: the live sessions (those within 10% of the faster),
+    every baseline's timing, the faster one, and what checking a baseline costs (building and timing it)."""
+
+    sessions: dict[str, Session]
+    timings: dict[str, Timing]
+    faster: str
+    check_s: float
+
+    def close(self) -> None:
+        for s in self.sessions.values():
+            s.worker.close()
+
+
+def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Callable[[str], None],
+          note: Callable[[str], None], timing_for: Callable[[float], TimingConfig] | None = None) -> Baselines:
+    """Eager and torch.compile for a search: read from the store when this workload was measured before on
+    this device with this software and timing (then only those within 10% of the faster are built), else
+    built, timed side by side (`timing_for(seconds the builds took)` may shorten the measurement) and kept;
+    then only those within 10% of the faster stay alive (every candidate is timed interleaved with them, so
+    fewer baselines mean more candidates). Progress goes to `say`, what the result should record to `note`.
+    Raises RuntimeError when no baseline can be built."""
+    k = key(task, tcfg)
+    kept = store.baselines(k)
+    names = list(NAMES)
+    timings: dict[str, Timing] = {}
+    base, check_s = "", 0.0
+    if kept is not None:
+        when, doc = kept
+        timings = {n: Timing.from_json(v) for n, v in doc["timings"].items()}
+        base, check_s = doc["faster"], float(doc.get("check_s", 0.0))
+        names = close_enough(timings)
+        msg = (f"baselines from the store (measured {time.strftime('%Y-%m-%d %H:%M', time.localtime(when))} with "
+               f"this workload, device and software): " + ", ".join(f"{n} {t.median_ms:.4g} ms" for n, t in
+                                                                    timings.items())
+               + f"; faster: {base}; building {', '.join(names)} to time candidates against")
+        note(msg)
+        say(msg)
+    phase0 = time.monotonic()
+    sessions, unavailable, build_s = build(task, names, cfg, say)
+    for n, why in unavailable.items():
+        note(f"baseline {n} unavailable: {why}")
+    if not sessions:
+        raise RuntimeError("no baseline could be built")
+    b = Baselines(sessions, timings, base, check_s)
+    try:
+        if kept is None or base not in sessions:
+            timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
+            b.timings, _ = measure(task, dict(sessions), cfg, timed, lambda m: None)
+            b.faster = faster(b.timings)
+            b.check_s = (time.monotonic() - phase0) / max(len(sessions), 1)
+            store.put_baselines(k, {"timings": {n: t.to_json() for n, t in b.timings.items()}, "faster": b.faster,
+                                    "build_s": build_s, "check_s": b.check_s})
+            say("baselines: " + ", ".join(f"{n} {t.median_ms:.4g} ms" for n, t in b.timings.items())
+                + f"; faster: {b.faster}")
+            for name in [n for n in sessions if n not in close_enough(b.timings)]:
+                sessions.pop(name).worker.close()
+                note(f"baseline {name} ({b.timings[name].median_ms:.4g} ms) is more than 10% slower than "
+                     f"{b.faster}: candidates are timed against {b.faster} alone")
+    except BaseException:
+        b.close()
+        raise
+    return b

@@ -1,0 +1,88 @@
+"""The baselines in one place (gate/baselines.py): kept in the store by workload, device, versions and
+timing; only those within 10% of the faster are built and timed against candidates."""
+from types import SimpleNamespace
+
+import pytest
+
+from kernelgate.config import GateConfig, TimingConfig
+from kernelgate.gate import baselines
+from kernelgate.records import Contract, Timing
+from kernelgate.store import Store
+
+
+def _t(label: str, ms: float) -> Timing:
+    return Timing(label, (ms,), ms, ms, 0.0, label)
+
+
+def test_faster_and_close_enough():
+    ts = {"eager": _t("eager", 1.0), "compile": _t("compile", 1.05)}
+    assert baselines.faster(ts) == "eager" and baselines.close_enough(ts) == ["eager", "compile"]
+    ts["compile"] = _t("compile", 1.2)
+    assert baselines.close_enough(ts) == ["eager"]
+    assert baselines.faster({"compile": _t("compile", 2.0), "cand": _t("cand", 1.0)}) == "compile"
+
+
+class _Session:
+    def __init__(self, name):
+        self.name, self.closed = name, False
+        self.worker = SimpleNamespace(close=self.close)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """build and measure stand-ins: eager 1 ms, compile 2 ms (more than 10% slower)."""
+    seen = {"built": [], "measured": 0, "made": []}
+
+    def build(task, names, cfg, say):
+        seen["built"].append(list(names))
+        made = {n: _Session(n) for n in names}
+        seen["made"].append(dict(made))
+        return made, {}, {n: 0.1 for n in names}
+
+    def measure(task, sessions, cfg, tcfg, say, deadline=None):
+        seen["measured"] += 1
+        return {n: _t(n, {"eager": 1.0, "compile": 2.0}[n]) for n in sessions}, {}
+    monkeypatch.setattr(baselines, "build", build)
+    monkeypatch.setattr(baselines, "measure", measure)
+    return seen
+
+
+def _task(source_hash="h"):
+    return SimpleNamespace(hash=source_hash, target="cpu", device="cpu", contract=Contract())
+
+
+def test_kept_in_the_store_and_only_the_close_ones_built_again(fake, tmp_path):
+    store = Store(str(tmp_path / "s.sqlite"))
+    notes, tcfg = [], TimingConfig(rounds=3)
+    first = baselines.ready(_task(), GateConfig(), tcfg, store, lambda m: None, notes.append)
+    assert fake["measured"] == 1 and fake["built"] == [["eager", "compile"]]
+    assert first.faster == "eager" and list(first.sessions) == ["eager"] and fake["made"][0]["compile"].closed
+    assert any("more than 10% slower" in n for n in notes)
+    again = baselines.ready(_task(), GateConfig(), tcfg, store, lambda m: None, notes.append)
+    assert fake["measured"] == 1 and fake["built"][1] == ["eager"]          # read from the store
+    assert again.timings["compile"].median_ms == 2.0 and any("baselines from the store" in n for n in notes)
+    baselines.ready(_task(), GateConfig(), TimingConfig(rounds=4), store, lambda m: None, notes.append)
+    baselines.ready(_task("other"), GateConfig(), tcfg, store, lambda m: None, notes.append)
+    assert fake["measured"] == 3                        # another timing configuration, another workload
+
+
+def test_the_budget_may_shorten_the_measurement(fake, tmp_path, monkeypatch):
+    got = []
+    real = baselines.measure
+    monkeypatch.setattr(baselines, "measure", lambda task, s, cfg, tcfg, say: got.append(tcfg) or real(task, s, cfg,
+                                                                                                       tcfg, say))
+    baselines.ready(_task(), GateConfig(), TimingConfig(rounds=5), Store(str(tmp_path / "s.sqlite")),
+                    lambda m: None, lambda m: None, lambda build_s: TimingConfig(rounds=2))
+    assert got == [TimingConfig(rounds=2)]
+
+
+def test_no_baseline_built(monkeypatch, tmp_path):
+    monkeypatch.setattr(baselines, "build", lambda task, names, cfg, say: ({}, {n: "no" for n in names}, {}))
+    notes = []
+    with pytest.raises(RuntimeError):
+        baselines.ready(_task(), GateConfig(), TimingConfig(), Store(str(tmp_path / "s.sqlite")), lambda m: None,
+                        notes.append)
+    assert notes == ["baseline eager unavailable: no", "baseline compile unavailable: no"]
