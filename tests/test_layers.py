@@ -26,7 +26,6 @@ NEVER_FROM_PROFILING = ("kernelgate.gate", "kernelgate.search", "kernelgate.prop
 MAX_LINES = 600
 #: modules still over MAX_LINES, and what will split them (a listed module under the limit is a stale entry)
 OVER_PENDING = {
-    "kernelgate/proposers/library/precision.py": "the kernels/ package: runtime modules bundled from a manifest",
 }
 
 #: (importer, imported) -> why the cycle it closes is intended. None today.

@@ -13,6 +13,7 @@ from kernelgate.graph import analyse  # noqa: E402
 from kernelgate.proposers import Context  # noqa: E402
 from kernelgate.proposers.library import Library  # noqa: E402
 from kernelgate.proposers.library import precision as P  # noqa: E402
+from kernelgate.proposers.library import precision_int8 as I8  # noqa: E402
 from kernelgate.proposers.library.library import REWRITE_FNS  # noqa: E402
 from kernelgate.records import Contract  # noqa: E402
 from kernelgate.workload import Spec, load_reference  # noqa: E402
@@ -49,7 +50,7 @@ def _calls(monkeypatch, name):
 @pytest.mark.parametrize("triton_epilogue", [False, True])
 @pytest.mark.parametrize("path", [CORPUS / "int8_linear_requant.py", BENCH / "int8_linear_requant.py"])
 def test_int8_requant_is_bit_exact(path, triton_epilogue, small, monkeypatch):
-    if triton_epilogue and not P._KG_LP_INTERPRETED:
+    if triton_epilogue and not I8._KG_LP_INTERPRETED:
         pytest.skip("Triton kernels not built by the interpreter in this session")
     _, model, xs = _load(path)
     gm = P.kg_lp_trace(model)
@@ -57,8 +58,8 @@ def test_int8_requant_is_bit_exact(path, triton_epilogue, small, monkeypatch):
     assert "kg_lp_int8_requant" in gm.code and "matmul" not in gm.code
     int_mm = _calls(monkeypatch, "_int_mm")
     launched = []
-    real = P._kg_lp_triton_epilogue
-    monkeypatch.setattr(P, "_kg_lp_triton_epilogue", lambda *a, **k: launched.append(1) or real(*a, **k))
+    real = I8._kg_lp_triton_epilogue
+    monkeypatch.setattr(I8, "_kg_lp_triton_epilogue", lambda *a, **k: launched.append(1) or real(*a, **k))
     g = torch.Generator().manual_seed(3)
     for _ in range(3):
         x = torch.randint(-128, 128, xs[0].shape, generator=g, dtype=torch.int8)
@@ -73,32 +74,32 @@ def test_int8_requant_is_bit_exact(path, triton_epilogue, small, monkeypatch):
 
 
 def test_int8_triton_epilogue_rounds_half_to_even_and_clamps():
-    if not P._KG_LP_INTERPRETED:
+    if not I8._KG_LP_INTERPRETED:
         pytest.skip("Triton kernels not built by the interpreter in this session")
     acc = torch.tensor([[5, 7, -5, 10_000], [1, -3, 255, -10_000]], dtype=torch.int32)   # /2: ties 2.5, 3.5, -2.5
     half = torch.tensor(2.0)
-    steps = (("to", True, (P._KG_LP_ACC, torch.float32), {}),
-             (torch.div, False, (P._KG_LP_ACC, P._KgLpSide(0)), {}),
-             (torch.round, False, (P._KG_LP_ACC,), {}),
-             (torch.clamp, False, (P._KG_LP_ACC, -128, 127), {}),
-             ("to", True, (P._KG_LP_ACC, torch.int8), {}))
-    plan = P._kg_lp_plan(torch.int32, acc.shape, acc.device, steps, [half])
+    steps = (("to", True, (I8._KG_LP_ACC, torch.float32), {}),
+             (torch.div, False, (I8._KG_LP_ACC, I8._KgLpSide(0)), {}),
+             (torch.round, False, (I8._KG_LP_ACC,), {}),
+             (torch.clamp, False, (I8._KG_LP_ACC, -128, 127), {}),
+             ("to", True, (I8._KG_LP_ACC, torch.int8), {}))
+    plan = I8._kg_lp_plan(torch.int32, acc.shape, acc.device, steps, [half])
     assert plan is not None
-    out = P._kg_lp_triton_epilogue(acc, torch.int32, plan)
+    out = I8._kg_lp_triton_epilogue(acc, torch.int32, plan)
     want = torch.clamp(torch.round(acc.float() / half), -128, 127).to(torch.int8)
     assert torch.equal(out, want) and out.tolist()[0][:3] == [2, 4, -2]
-    assert torch.equal(P._kg_lp_replay(acc, steps, [half]), want)
+    assert torch.equal(I8._kg_lp_replay(acc, steps, [half]), want)
 
 
 def test_int8_plan_leaves_python_scalars_to_torch():
-    steps = [("to", True, (P._KG_LP_ACC, torch.float32), {}),
-             (torch.div, False, (P._KG_LP_ACC, P._KgLpSide(0)), {}),
-             (torch.round, False, (P._KG_LP_ACC,), {}),
-             (torch.clamp, False, (P._KG_LP_ACC, -128, 127), {}),
-             ("to", True, (P._KG_LP_ACC, torch.int8), {})]
-    assert P._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps, [0.16]) is None
-    assert P._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps, [torch.tensor(0.16)]) is not None
-    assert P._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps[:2] + steps[3:], [torch.tensor(1.0)]) is None
+    steps = [("to", True, (I8._KG_LP_ACC, torch.float32), {}),
+             (torch.div, False, (I8._KG_LP_ACC, I8._KgLpSide(0)), {}),
+             (torch.round, False, (I8._KG_LP_ACC,), {}),
+             (torch.clamp, False, (I8._KG_LP_ACC, -128, 127), {}),
+             ("to", True, (I8._KG_LP_ACC, torch.int8), {})]
+    assert I8._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps, [0.16]) is None
+    assert I8._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps, [torch.tensor(0.16)]) is not None
+    assert I8._kg_lp_plan(torch.int32, (4, 8), torch.device("cpu"), steps[:2] + steps[3:], [torch.tensor(1.0)]) is None
 
 
 def test_int8_falls_back_when_operands_do_not_fit():
@@ -237,6 +238,30 @@ def test_strategies_apply_by_target(small):
     assert got == [{"triton_epilogue": True}, {"triton_epilogue": False}]
     att = _ctx(BENCH / "bf16_attention.py")
     assert not any(lv[0][0].name.startswith("precision:") for lv in lib.singles(att))
+
+
+# ---------------------------------------------------------------- the embedded source
+
+def test_the_embedded_source_stands_alone_with_prefixed_names():
+    """precision.source() (graph helpers, int8 rewrite, the rest) runs after fx_rewrites' functions with no
+    kernelgate import, and defines only prefixed names (a candidate holds other strategies' code too)."""
+    import ast
+    import inspect
+    from kernelgate.proposers.library import fx_rewrites
+    src = P.source()
+    names = []
+    for node in ast.parse(src).body:
+        for n in ([node] + (node.body + node.orelse if isinstance(node, ast.If) else [])):
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                names.append(n.name)
+            elif isinstance(n, ast.Assign):
+                names += [t.id for t in n.targets if isinstance(t, ast.Name)]
+    prefixes = ("kg_lp_", "_kg_lp_", "_KG_LP_", "_KgLp", "kg_rewrite_")
+    assert names and all(n.startswith(prefixes) for n in names), names
+    ns: dict = {"__name__": "kg_candidate"}
+    code = inspect.getsource(fx_rewrites).split("REWRITES = {")[0] + "\n" + src
+    exec(compile(code, "cand.py", "exec"), ns)           # noqa: S102 - the test's own candidate code
+    assert all(callable(ns[k]) for k in ("kg_rewrite_fp8_scaled_mm", "kg_rewrite_int8_requant", "kg_rewrite_linear_act"))
 
 
 # ---------------------------------------------------------------- through the gate (CPU)
