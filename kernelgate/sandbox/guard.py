@@ -148,8 +148,8 @@ class Guard:
         self._namespaces: list[tuple[str, dict, int, tuple, bool]] = []
         self._modes: tuple[Callable[[], int], ...] = ()
         self._intruder: str | None = None
-        # code a library generated and ran (Triton's launch binders, torch.fx's forward: exec of source with
-        # no file of its own, asked for by trusted code), by identity; the objects are kept so ids stay valid
+        # code libraries generated before the candidate's import (Triton's launch binder of the digest kernel,
+        # dataclass methods: source with no file of its own), by identity; the objects are kept so ids stay valid
         self._generated: dict[int, Any] = {}
 
     # ------------------------------------------------------------ who asked
@@ -223,6 +223,8 @@ class Guard:
             return f"frames through .{args[1]}" if len(args) > 1 and args[1] in _FRAME_ATTRS else None
         if event in ("object.__setattr__", "object.__delattr__"):
             obj = args[0]
+            if len(args) > 2 and args[1] == "__code__" and self._generated.get(id(args[2])) is args[2]:
+                return "a function given a library's generated code (it may run in the harness's window)"
             if isinstance(obj, type) or callable(obj):
                 mod = getattr(obj, "__module__", None) or ""
                 if isinstance(mod, str) and (mod in self.preloaded or mod.split(".")[0] in _PROTECTED):
@@ -240,6 +242,8 @@ class Guard:
             if len(args) > 1 and self._claims_trusted(args[1]) and not self._genuine(args[0], args[1]):
                 return f"code compiled as {args[1]!r} (a library's file)"
             return None
+        if event == "function.__new__" and args and self._generated.get(id(args[0])) is args[0]:
+            return "a function made from a library's generated code (it may run in the harness's window)"
         if event in ("exec", "function.__new__"):
             code = args[0] if args else None
             fn = getattr(code, "co_filename", None)
@@ -261,8 +265,6 @@ class Guard:
         try:
             what = self._verdict(event, args)
             origin = self._origin() if what is not None else None
-            if what is None and event == "exec" and args and hasattr(args[0], "co_consts"):
-                self._note_generated(args[0])
         finally:
             _local.busy = False
         if what is None or origin is None or not self.enforce:
@@ -271,26 +273,6 @@ class Guard:
         if len(self.denied) < 32:
             self.denied.append(message)
         raise Denied(message + " (the harness shares this process; docs/GATE.md)")
-
-    def _note_generated(self, code: Any) -> None:
-        """Code a library generates and executes (source with no file of its own) while no candidate code is on
-        the stack (the harness's own Triton launch binders, say) may run inside the harness's window; code
-        generated at the candidate's request (its own kernels' binders, an fx graph it traced) may not."""
-        name = code.co_filename
-        if not name.startswith("<") or self._library_file(name):
-            return                 # a module's code from its file: the file decides (an imported candidate's is its)
-        f = _getframe(2)
-        while f is not None:
-            c = f.f_code
-            if not (self._trusted_file(c.co_filename) or self._library_file(c.co_filename)
-                    or self._generated.get(id(c)) is c):
-                return
-            f = f.f_back
-        stack = [code]
-        while stack and len(self._generated) < 100_000:
-            c = stack.pop()
-            self._generated[id(c)] = c
-            stack.extend(k for k in c.co_consts if hasattr(k, "co_consts"))
 
     def install(self) -> None:
         # functions generated before this point (the harness's own Triton launch binders, built when the worker

@@ -130,15 +130,22 @@ def timer_ids() -> dict[str, int]:
     return {k: id(v) for k, v in objs.items()}
 
 
+# The containers an output may come in: plain tuples and lists, and torch's result tuples (torch.max(x, 1)
+# returns torch.return_types.max). A subclass of the candidate's could run its code (a Python __iter__, or a
+# chain of C callables no tracer sees) when the harness iterates it, so it is never iterated here.
+_CONTAINERS = frozenset([tuple, list] + [t for t in vars(torch.return_types).values()
+                                         if isinstance(t, type) and issubclass(t, tuple)])
+
+
 def _tensors(objs: Any) -> list[torch.Tensor]:
-    """The tensors in (nested tuples/lists of) objects."""
+    """The tensors in (nested plain tuples/lists of) objects."""
     out: list[torch.Tensor] = []
-    stack = list(objs)
+    stack = list(objs) if type(objs) in _CONTAINERS else [objs]
     while stack:
         o = stack.pop()
         if isinstance(o, torch.Tensor):
             out.append(o)
-        elif isinstance(o, (list, tuple)):
+        elif type(o) in _CONTAINERS:
             stack.extend(o)
     return out
 
@@ -164,7 +171,10 @@ def _overlaps(o: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
 
 def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> dict:
     """Check the output's kind; its tensors (as returned) plus the metadata the judge compares."""
-    single = not isinstance(out, (tuple, list))
+    if isinstance(out, (tuple, list)) and type(out) not in _CONTAINERS:
+        return {"error": "output_type", "message": f"the output is a {type(out).__name__} (a subclass of "
+                f"{'tuple' if isinstance(out, tuple) else 'list'}); expected a tensor, or a plain tuple or list of tensors"}
+    single = type(out) not in _CONTAINERS
     outs = [out] if single else list(out)
     meta, tensors = [], []
     for k, o in enumerate(outs):

@@ -69,9 +69,13 @@ def judge_case(verify, case: dict, store: str | None, cuda_target: str = "cuda")
             return _bench(case, store, target, contract)
         if verify is None:
             from kernelgate.api import verify
+        config = None
+        if "memory" in case:             # the case holds for one memory plan (gate/memory.py)
+            from kernelgate.config import gate_config
+            config = gate_config(memory=case["memory"])
         v = verify(str(HERE / case["ref"]), str(HERE / case["cand"]),
                    **_kwargs(verify, target=target, contract=contract, call_timeout=case.get("call_timeout"),
-                             store=store))
+                             config=config, store=store))
         return {"status": v.status.value, "reason": v.reason.value, "message": v.message, "notes": list(v.notes)}
     except Exception as e:  # noqa: BLE001 - an exception out of the gate is itself a finding
         r = getattr(e, "reason", None)

@@ -155,26 +155,42 @@ def test_window_names_candidate_code_run_by_the_harness(tmp_path):
     assert "CLEAN None" in out and "DIRTY candidate code ran" in out and "cand_mod.py" in out, out
 
 
-def test_window_lets_library_generated_code_run_only_when_no_candidate_asked_for_it(tmp_path):
-    """Libraries generate and exec code (Triton's launch binders, torch.fx's forward): generated with no
-    candidate frame on the stack it may run in the harness's window (the output digest's Triton binder on
-    a GPU); generated at the candidate's request it is the candidate's code."""
+def test_generated_code_is_recorded_only_before_the_candidate(tmp_path):
+    """Code generated after the guard's install is never a library's, whoever asked (a thread whose target
+    is exec, a finalizer, torch.fx called through a callback: stacks can look clean); functions made from,
+    or given, the code recorded at install are refused (they would run in the window with the candidate's
+    globals or defaults)."""
     out = _run(tmp_path, """
-        import torch
+        import types, torch
+        from kernelgate.records import Check
         def traced():
             return torch.fx.symbolic_trace(torch.nn.ReLU())
+        def remake():
+            try:
+                types.FunctionType(Check.__hash__.__code__, {"hash": iter})
+            except PermissionError as e:
+                return "DENIED " + str(e)
+            return "ALLOWED"
+        def recode():
+            def f(self):
+                return 0
+            try:
+                f.__code__ = Check.__hash__.__code__
+            except PermissionError as e:
+                return "DENIED " + str(e)
+            return "ALLOWED"
     """, """
         import concurrent.futures, torch
-        # a pool thread's stack holds only the standard library and torch, as the harness's own work would
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             ours = pool.submit(torch.fx.symbolic_trace, torch.nn.ReLU()).result()
-        theirs = cand_mod.traced()
         x = torch.ones(3)
-        g.window_open(); ours(x); print("LIBRARY", g.window_close())
-        g.window_open(); theirs(x); print("CANDIDATE", g.window_close())
+        g.window_open(); ours(x); print("AFTER", g.window_close())
+        g.window_open(); cand_mod.traced()(x); print("CANDIDATE", g.window_close())
+        print("REMAKE", cand_mod.remake())
+        print("RECODE", cand_mod.recode())
     """)
-    assert "LIBRARY None" in out, out
-    assert "CANDIDATE candidate code ran" in out and "forward" in out, out
+    assert "AFTER candidate code ran" in out and "CANDIDATE candidate code ran" in out, out
+    assert "REMAKE DENIED" in out and "RECODE DENIED" in out, out
 
 
 def test_window_lets_functions_generated_before_the_guard_run(tmp_path):

@@ -43,3 +43,24 @@ def test_a_module_that_only_calls_itself_torch_is_not_torch():
     t = cand["go"]()
     t.join()
     assert worker._THREAD_ORIGIN[t] == "kernelgate_candidate" and not worker._torch_owned(t)
+
+
+def test_output_containers_are_plain_tuples_lists_or_torch_result_tuples():
+    """A candidate's subclass of list or tuple could run its code as the harness iterates it: refused
+    unopened; torch's own result tuples (torch.max(x, 1)) are outputs like any tuple."""
+    import torch
+    from kernelgate.sandbox.sensors import _tensors, describe_output
+    x = torch.randn(4, 5)
+    ran = []
+
+    class Outs(list):
+        def __iter__(self):
+            ran.append(1)
+            return list.__iter__(self)
+
+    bad = describe_output(Outs([x]), [], "cpu")
+    assert bad["error"] == "output_type" and "subclass of list" in bad["message"]
+    assert _tensors(Outs([x])) == [] and not ran
+    ok = describe_output(torch.max(x, 1), [], "cpu")
+    assert "error" not in ok and not ok["single"] and len(ok["tensors"]) == 2
+    assert len(_tensors((x, [x]))) == 2
