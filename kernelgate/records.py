@@ -249,6 +249,9 @@ class Candidate:
     language: str = "torch"            # torch | triton | cpp | cuda
     generation: int = 0
     proposer: str = "library"          # library | llm | human
+    #: what proposing it cost (LLM proposers: model, requests, retries, tokens, cost, seconds waiting for the
+    #: model; proposers/llm/accounting.py Usage.to_json); not part of its identity
+    usage: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
