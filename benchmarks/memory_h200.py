@@ -41,7 +41,9 @@ from kernelgate.errors import KernelgateError
 t0 = time.monotonic()
 doc = {}
 try:
-    res = api.optimize(sys.argv[1], target="cuda", budget=float(sys.argv[2]), out=sys.argv[3], store=sys.argv[4])
+    say = lambda m: print(f"[{time.monotonic() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)
+    res = api.optimize(sys.argv[1], target="cuda", budget=float(sys.argv[2]), out=sys.argv[3], store=sys.argv[4],
+                       progress=say)
     doc = {"status": "ok", "speedup": res.speedup if hasattr(res, "speedup") else None,
            "best": res.best.candidate.strategy if res.best else None,
            "evaluations": len(res.evaluations), "notes": list(res.notes)}
@@ -102,6 +104,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=90.0)
     ap.add_argument("--only")
     ap.add_argument("--out", default="memory.json")
+    ap.add_argument("--child-timeout", type=float, help="seconds before a problem's optimize is killed "
+                    "(default: twice the budget plus 60)")
     args = ap.parse_args()
     if args.merge:
         return merge(args.merge, args.out)
@@ -113,6 +117,7 @@ def main() -> None:
     store = tempfile.mkdtemp(prefix="kgmem") + "/store.sqlite"
     argv = [os.path.basename(a) if a == args.out else a for a in sys.argv[2:]]
     command = " ".join(["python", "benchmarks/memory_h200.py", "DEV_DIR"] + argv)
+    limit = args.child_timeout or 2 * args.budget + 60
     for rank, (nbytes, path) in enumerate(chosen, start=args.skip + 1):
         name = f"{path.parent.name}/{path.name}"
         row = {"rank": rank, "problem": name, "input_bytes": nbytes}
@@ -125,13 +130,15 @@ def main() -> None:
             try:
                 p = subprocess.run([sys.executable, "-c", CHILD, str(path), str(args.budget), out, store],
                                    capture_output=True, text=True, cwd=ROOT, env=dict(os.environ),
-                                   timeout=2 * args.budget + 60)
+                                   timeout=limit)
             except subprocess.TimeoutExpired as e:
                 p = subprocess.CompletedProcess(e.cmd, -9, (e.stdout or b"").decode(errors="replace")
                                                 if isinstance(e.stdout, bytes) else (e.stdout or ""),
-                                                f"killed after {2 * args.budget + 60:.0f} s")
+                                                (e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes)
+                                                 else e.stderr or "") + f"\nkilled after {limit:.0f} s")
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("KGMEM ")), None)
-        row.update(json.loads(line[6:]) if line else {"status": "crash", "message": p.stderr[-500:]})
+        row["progress"] = [ln for ln in (p.stderr or "").splitlines() if ln.startswith("[")][-40:]
+        row.update(json.loads(line[6:]) if line else {"status": "crash", "message": (p.stderr or "")[-500:]})
         row["gate_peak_bytes"] = s.peak
         row["ratio"] = s.peak / row["ref_peak_bytes"] if row.get("ref_peak_bytes") else None
         row["oom"] = "out of memory" in (p.stdout + p.stderr).lower()
