@@ -31,7 +31,10 @@ from ..records import Reason
 
 log = logging.getLogger(__name__)
 
-SECRET = re.compile(r"(_API_KEY$|_TOKEN$|SECRET)", re.IGNORECASE)
+#: credentials stay out of the worker: keys, tokens, passwords, credential files, SDK header settings (an
+#: Authorization header), and whole families of provider settings
+SECRET = re.compile(r"(_KEY$|_KEY_ID$|_TOKEN$|SECRET|PASSW|CREDENTIAL|_HEADERS$|AUTH"
+                    r"|^(OPENAI|ANTHROPIC|HF|HUGGING_?FACE|AWS|AZURE|GOOGLE|GCP)_)", re.IGNORECASE)
 #: the gate's own settings stay out of the worker too: a candidate must not tell the gate by them
 GATE_VARS = re.compile(r"^KERNELGATE_")
 CACHE_VARS = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH")

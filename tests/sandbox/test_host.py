@@ -15,6 +15,16 @@ def test_secrets_are_not_passed_and_cache_dirs_are_private(tmp_path, monkeypatch
     env = scrubbed_env(tmp_path)
     assert "OPENAI_API_KEY" not in env and "GH_TOKEN" not in env and "MY_SECRET_THING" not in env
     assert env["HARMLESS"] == "1"
+    for var in ("OPENAI_ADMIN_KEY", "ANTHROPIC_WEBHOOK_SIGNING_KEY", "OPENAI_CUSTOM_HEADERS", "ANTHROPIC_CUSTOM_HEADERS",
+                "DB_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_ACCESS_KEY_ID", "OPENAI_BASE_URL",
+                "ANTHROPIC_AUTH_TOKEN", "HF_HOME", "MY_AUTH"):
+        monkeypatch.setenv(var, "x")
+    env = scrubbed_env(tmp_path)
+    kept = {"OPENAI_ADMIN_KEY", "ANTHROPIC_WEBHOOK_SIGNING_KEY", "OPENAI_CUSTOM_HEADERS", "ANTHROPIC_CUSTOM_HEADERS",
+            "DB_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_ACCESS_KEY_ID", "OPENAI_BASE_URL",
+            "ANTHROPIC_AUTH_TOKEN", "HF_HOME", "MY_AUTH"} & set(env)
+    assert not kept, kept
+    assert env["HARMLESS"] == "1" and "PATH" in env and "CUDA_VISIBLE_DEVICES" not in kept
     for var in ("TMPDIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         assert env[var].startswith(str(tmp_path))
 
