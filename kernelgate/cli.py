@@ -5,17 +5,19 @@ Exit codes everywhere: 0 success/accepted, 1 rejected/failed check, 2 usage or t
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__, api
 from .config import TimingConfig, gate_config
 from .contract import load as load_contract, parse_domain_flag
 from .errors import KernelgateError
-from .records import BenchResult, Verdict
+from .records import BenchResult, Reason, Verdict
 from .report import UNRELIABLE_SPREAD
 
 
@@ -34,6 +36,33 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--one-step", type=float, default=None,
                    help="quantized outputs: allowed share of elements one grid step off (default: derived)")
     p.add_argument("--call-timeout", type=float, default=None, help="seconds allowed per forward (default 120)")
+
+
+#: proposer names --proposer takes
+PROPOSERS = ("builtin", "llm")
+LLM_FLAGS = "--llm SPEC (openai:MODEL@URL, anthropic:MODEL, cmd:COMMAND), --llm-endpoint URL with --llm-model NAME, " \
+            "or --llm-cmd COMMAND"
+
+
+def _proposer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--proposer", default=None,
+                   help="comma list of builtin,llm (default: builtin, or builtin,llm when an LLM is set)")
+    p.add_argument("--llm", default=None, metavar="SPEC",
+                   help="the model: openai:MODEL@URL, openai:MODEL, anthropic:MODEL, or cmd:COMMAND")
+    p.add_argument("--llm-endpoint", default=None, metavar="URL",
+                   help="an OpenAI-compatible endpoint (with --llm-model)")
+    p.add_argument("--llm-model", default=None, metavar="NAME", help="the model's name at the endpoint")
+    p.add_argument("--llm-cmd", default=None, metavar="CMD", help="a program: the prompt on its stdin, the reply on "
+                                                                  "its stdout (its environment holds no keys)")
+    p.add_argument("--llm-price", action="append", default=[], metavar="MODEL=IN/OUT",
+                   help="USD per million input/output tokens (repeatable), or a .json/.toml prices file")
+    p.add_argument("--llm-max-cost", type=float, default=None, metavar="USD",
+                   help="stop asking the model past this cost")
+    p.add_argument("--llm-max-requests", type=int, default=None, metavar="N", help="stop asking after N requests")
+    p.add_argument("--hint", action="append", default=[], metavar="TEXT",
+                   help="a hint put in every prompt (repeatable)")
+    p.add_argument("--hints", action="append", default=[], metavar="FILE",
+                   help="a markdown file whose text is one hint (repeatable)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--seed", type=int, default=0, help="search seed (proposal order)")
     o.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     o.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
+    _proposer_args(o)
     _contract_args(o)
     _common(o)
     e = sub.add_parser("explain-tolerance", help="how the allowed error of each output is derived")
@@ -201,12 +231,101 @@ def format_bench(res: BenchResult) -> str:
     return "\n".join(lines)
 
 
+def _hints(args: argparse.Namespace) -> tuple[str, ...]:
+    """--hint texts, then each --hints file's text as one hint."""
+    out = []
+    for h in args.hint:
+        if not h.strip():
+            raise KernelgateError("--hint is empty: give the hint's text", Reason.USAGE)
+        out.append(h.strip())
+    for f in args.hints:
+        p = Path(f)
+        if not p.is_file():
+            raise KernelgateError(f"--hints {f}: {'not a file' if p.exists() else 'no such file'}", Reason.USAGE)
+        try:
+            text = p.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise KernelgateError(f"--hints {f} cannot be read as text: {e}", Reason.USAGE) from None
+        if not text:
+            raise KernelgateError(f"--hints {f} is empty", Reason.USAGE)
+        out.append(text)
+    return tuple(out)
+
+
+def _prices(items: list[str]) -> dict[str, tuple[float, float]]:
+    """--llm-price MODEL=IN/OUT or a prices file, each checked here (a bad one is a usage error)."""
+    from .proposers.llm.accounting import parse_prices
+    prices: dict[str, tuple[float, float]] = {}
+    for item in items:
+        if "=" not in item and not Path(item).is_file():
+            raise KernelgateError(f"--llm-price {item}: write MODEL=IN/OUT (USD per million tokens) or name a "
+                                  ".json/.toml prices file (no such file)", Reason.USAGE)
+        try:
+            prices.update(parse_prices(item))
+        except KernelgateError:
+            raise
+        except (OSError, ValueError) as e:       # tomllib's and json's decode errors are ValueErrors
+            raise KernelgateError(f"--llm-price {item}: the prices file does not parse: "
+                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", Reason.USAGE) from None
+    return prices
+
+
+def proposer_options(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str, Any] | None, tuple[str, ...]]:
+    """(proposers, the LLM proposer's LLMProposer.from_args keywords or None, hints) from optimize's flags;
+    a bad value is a usage error (exit 2, one line)."""
+    from .proposers.llm.accounting import Limits
+    from .proposers.llm.spec import parse_spec
+    hints = _hints(args)
+    spec = parse_spec(args.llm, endpoint=args.llm_endpoint, model=args.llm_model, cmd=args.llm_cmd)
+    if args.proposer is None:
+        names: tuple[str, ...] = ("builtin", "llm") if spec is not None else ("builtin",)
+    else:
+        names = tuple(dict.fromkeys(n.strip() for n in args.proposer.split(",") if n.strip()))
+        bad = [n for n in names if n not in PROPOSERS]
+        if bad or not names:
+            what = f"unknown proposer {', '.join(bad)}" if bad else "names no proposer"
+            raise KernelgateError(f"--proposer {args.proposer}: {what}; known: {', '.join(PROPOSERS)}", Reason.USAGE)
+    if "llm" in names and spec is None:
+        raise KernelgateError(f"--proposer llm needs a model: set {LLM_FLAGS}", Reason.USAGE)
+    if args.llm_max_cost is not None and not args.llm_max_cost > 0:
+        raise KernelgateError(f"--llm-max-cost must be a positive amount of USD, got {args.llm_max_cost:g}",
+                              Reason.USAGE)
+    if args.llm_max_requests is not None and args.llm_max_requests < 1:
+        raise KernelgateError(f"--llm-max-requests must be at least 1, got {args.llm_max_requests}", Reason.USAGE)
+    prices = _prices(args.llm_price)
+    extra = [f for f, v in (("--llm-price", args.llm_price), ("--llm-max-cost", args.llm_max_cost),
+                            ("--llm-max-requests", args.llm_max_requests)) if v not in (None, [])]
+    if "llm" not in names:
+        if extra:
+            why = "--proposer leaves it out" if spec else f"no LLM is set: set {LLM_FLAGS}"
+            raise KernelgateError(f"{', '.join(extra)} set{'s' if len(extra) == 1 else ''} the LLM proposer's "
+                                  f"limits, but {why}", Reason.USAGE)
+        if spec is not None:
+            print(f"note: an LLM is set ({spec}) but --proposer {args.proposer} leaves it out: it is not used",
+                  file=sys.stderr)
+        return names, None, hints
+    llm: dict[str, Any] = {k: v for k, v in (("llm", args.llm), ("endpoint", args.llm_endpoint),
+                                              ("model", args.llm_model), ("cmd", args.llm_cmd)) if v}
+    if prices:
+        llm["prices"] = prices
+    if args.llm_max_cost is not None or args.llm_max_requests is not None:
+        llm["limits"] = Limits(max_requests=args.llm_max_requests, max_cost_usd=args.llm_max_cost)
+    return names, llm, hints
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     progress = (lambda m: print(m, file=sys.stderr, flush=True))
+    proposers, llm, hints = proposer_options(args)
+    more: dict[str, Any] = {"proposers": proposers, "llm": llm, "hints": hints}
+    if "proposers" not in inspect.signature(api.optimize).parameters:   # an api without proposers: the library
+        if proposers != ("builtin",) or hints:
+            raise KernelgateError("this kernelgate's optimize runs the built-in library only: drop --proposer llm, "
+                                  "--llm* and --hint(s)", Reason.USAGE)
+        more = {}
     res = api.optimize(args.model, target=args.target, budget=args.budget, max_candidates=args.max_candidates,
                        out=args.out, seed=args.seed, resume=args.resume, force=args.force, contract=_contract(args),
                        inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
-                       progress=None if args.json else progress)
+                       progress=None if args.json else progress, **more)
     doc = res.to_json()
     if args.json:
         print(json.dumps({k: v for k, v in doc.items() if k != "evaluations"}, indent=1))
@@ -217,6 +336,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
           + ("" if doc["speedup_claimed"] else "  no claimable speedup: the baseline is kept"))
     print(f"{doc['candidates']} candidates, {doc['accepted']} accepted, {doc['seconds']:.0f} s; "
           f"wrote {args.out}/optimized.py, report.md, report.html, reproduce.sh, result.json")
+    llm = doc.get("llm")
+    if isinstance(llm, dict) and isinstance(llm.get("totals"), dict):     # LLMProposer.summary()
+        t = llm["totals"]
+        print(f"llm ({llm.get('backend', '?')}): {t.get('requests', 0)} requests, "
+              f"{t.get('input_tokens', 0)} tokens in / {t.get('output_tokens', 0)} out, ${t.get('cost_usd', 0):.4f}"
+              + (f" (+{t['unpriced_tokens']} unpriced tokens)" if t.get("unpriced_tokens") else "")
+              + (f"; stopped: {llm['stopped']}" if llm.get("stopped") else ""))
     return 0
 
 
