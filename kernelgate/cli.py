@@ -96,6 +96,16 @@ def parser() -> argparse.ArgumentParser:
     _proposer_args(o)
     _contract_args(o)
     _common(o)
+    sb = sub.add_parser("submit", help="a hand-written candidate joins an optimize run's population, through the gate")
+    sb.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of an optimize run")
+    sb.add_argument("cand", help="candidate: file.py defining ModelNew (the reference's code is put before it)")
+    sb.add_argument("--model", default=None, help="the run's workload file, when OUT_DIR does not name it "
+                                                    "(a run that did not finish)")
+    _contract_args(sb)
+    sb.add_argument("--target", default=None, help="cpu or cuda (default: the run's)")
+    sb.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    sb.add_argument("--store", default=None, help="SQLite store path (default: $KERNELGATE_STORE or "
+                                                  "~/.cache/kernelgate/store.sqlite)")
     e = sub.add_parser("explain-tolerance", help="how the allowed error of each output is derived")
     e.add_argument("ref")
     _contract_args(e)
@@ -346,6 +356,47 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_submit(args: argparse.Namespace) -> int:
+    from . import submit as submit_mod
+    say = None if args.json else (lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    sub = submit_mod.submit(args.out_dir, args.cand, target=args.target, model=args.model, contract=_contract(args),
+                            inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
+                            progress=say)
+    print(json.dumps(sub.to_json(), indent=1) if args.json else format_submission(sub))
+    return sub.exit_code
+
+
+def format_submission(sub: Any) -> str:
+    e = sub.evaluation
+    lines = [f"run {sub.run_id} ({sub.workload} on {sub.target}): {e.candidate.strategy}, "
+             f"proposer {e.candidate.proposer}"]
+    if sub.already:
+        lines.append("  (evaluated in this run before; its evaluation stands)")
+    lines.append(format_verdict(e.verdict))
+    if e.accepted and e.timing is not None and e.baseline is not None and e.speedup is not None:
+        sp = e.speedup
+        claim = "claimed" if sp.claimed else f"not claimed (CI low {sp.low:.3f} <= {sp.threshold:.3f})"
+        lines.append(f"time: {e.timing.median_ms:.4g} ms vs {e.baseline.label} {e.baseline.median_ms:.4g} ms "
+                     f"(the run's faster baseline, timed interleaved with it) -> {sp.ratio:.3f}x "
+                     f"(95% CI [{sp.low:.3f}, {sp.high:.3f}]), {claim}"
+                     + ("; flagged for review" if sp.flagged else ""))
+    best = sub.run_best
+    if best is not None and best.speedup is not None:
+        lines.append(f"the run's best: {best.candidate.strategy} {best.speedup.ratio:.3f}x")
+    elif e.accepted:
+        lines.append("the run's best: the baseline (no candidate had a claimed speedup)")
+    if sub.beats_best:
+        lines.append("this candidate beats the run's best. To emit it (a fresh confirming measurement, then "
+                     "optimized.py and the gate's check of it, as at the end of every run):")
+        lines.append(f"  {sub.next_step}")
+    elif e.accepted and not sub.already:
+        lines.append("recorded in the run's population; it does not beat the run's best, so optimized.py stands")
+    elif not e.accepted and not sub.already:
+        lines.append("recorded in the run's population as rejected")
+    lines += [f"note: {n}" for n in sub.notes]
+    return "\n".join(lines)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     ds = api.explain_tolerance(args.ref, target=args.target, contract=_contract(args), inputs=args.inputs)
     if args.json:
@@ -486,4 +537,4 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
             "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
-            "profile": cmd_profile, "suite": cmd_suite}
+            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit}
