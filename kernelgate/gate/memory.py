@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -53,9 +53,10 @@ class Plan:
                 "capacity_bytes": self.capacity, "reason": self.reason}
 
 
-def peak(model: torch.nn.Module, xs: list[Any], device: str) -> int | None:
+def peak(model: torch.nn.Module, xs: list[Any] | Callable[[], list[Any]], device: str) -> int | None:
     """Device bytes the forward needs: its parameters, inputs, outputs and activations (a CUDA device's
-    allocator peak over one forward, counted from before the inputs exist); None on a CPU."""
+    allocator peak over one forward, counted from before the inputs exist: `xs` may be a function that
+    makes them, on the device); None on a CPU."""
     if not device.startswith("cuda"):
         return None
     dev = torch.device(device)
@@ -63,7 +64,7 @@ def peak(model: torch.nn.Module, xs: list[Any], device: str) -> int | None:
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated(dev)
     torch.cuda.reset_peak_memory_stats(dev)
-    inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in xs]
+    inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in (xs() if callable(xs) else xs)]
     with torch.no_grad():
         out = model(*inputs)
     torch.cuda.synchronize(dev)

@@ -129,7 +129,7 @@ class Session:
         is locked down: no new processes from here on, checked from outside. The outputs of these calls are
         not judged; the trials' inputs are drawn from a secret seed afterwards."""
         t = self.task
-        shapes = [t.given] + [workload.resize(t.ref.inputs(seed=0, device=t.home), v.inputs, v.dim, size,
+        shapes = [t.given] + [workload.resize(t.inputs(0), v.inputs, v.dim, size,
                                               torch.Generator().manual_seed(0))
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:

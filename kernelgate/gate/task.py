@@ -60,6 +60,10 @@ class Task:
         the lean memory plan)."""
         return self.memory.home if self.memory is not None else self.device
 
+    def inputs(self, seed: int) -> list[Any]:
+        """The workload's inputs under `seed`, where the judge keeps its data (see `inputs_at`)."""
+        return inputs_at(self.ref, seed, self.device, self.home)
+
     @property
     def lean(self) -> bool:
         return bool(self.memory is not None and self.memory.lean)
@@ -87,6 +91,19 @@ class Task:
         return sum(o.numel() * o.element_size() for o in self.out_meta)
 
 
+def inputs_at(ref: workload.Reference, seed: int, device: str, home: str) -> list[Any]:
+    """The workload's inputs under `seed`, generated on the task's device (a CPU generator takes seconds per
+    large input: a 16 GiB input took over a minute) and moved to `home` (the host, in the lean memory plan),
+    the device's cached blocks given back."""
+    xs = ref.inputs(seed=seed, device=device)
+    if home == device:
+        return xs
+    xs = [x.to(home) if isinstance(x, torch.Tensor) else x for x in xs]
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return xs
+
+
 def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = "auto") -> Task:
     """Load the reference, measure what its forward needs on the device and plan the gate's memory
     (gate/memory.py), probe it (random? tensors out?), and run task admission."""
@@ -95,7 +112,7 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     ref_peak = None
     if device.startswith("cuda"):
         try:
-            ref_peak = memory_mod.peak(ref.build(seed=0).to(device), ref.inputs(seed=0, device="cpu"), device)
+            ref_peak = memory_mod.peak(ref.build(seed=0).to(device), lambda: ref.inputs(seed=0, device=device), device)
         except torch.cuda.OutOfMemoryError as e:
             raise KernelgateError(f"the reference's forward does not fit on {device_name(device)}: {e}",
                                   Reason.TASK_LOAD) from None
@@ -105,7 +122,7 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
         raise KernelgateError(str(e), Reason.USAGE) from None
     device_home = mplan.home
     oracle = Oracle(ref, device_home, contract, compute=device)   # computed on the device, kept at home
-    given = ref.inputs(seed=0, device=device_home)
+    given = inputs_at(ref, 0, device, device_home)
     for i, _ in contract.domain:
         if i >= len(given):
             raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
@@ -114,7 +131,7 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
 
     def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
         for kind in ("given", "normal", "wide"):
-            xs = workload.widen(ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=device_home),
+            xs = workload.widen(inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, device_home),
                                 kind, rng, contract)
             yield xs, oracle.run(xs)
     adm = admission.admit(oracle, trials())
@@ -136,7 +153,7 @@ def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Cont
 
 def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
     """Input sets for timed loops, from the workload's own generator; which inputs may be rescaled."""
-    pool = [task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=rng)), device=task.home) for _ in range(n)]
+    pool = [task.inputs(int(torch.randint(1 << 30, (1,), generator=rng))) for _ in range(n)]
     scalable = [isinstance(x, torch.Tensor) and x.is_floating_point() and task.contract.domain_of(i) is None
                 for i, x in enumerate(pool[0])]
     return pool, scalable

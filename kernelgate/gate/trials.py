@@ -138,7 +138,7 @@ class Prober:
             ints = [i for i, x in enumerate(given) if isinstance(x, torch.Tensor) and x.numel()
                     and not x.is_floating_point() and not x.is_complex()]
             if ints:
-                samples = [self.task.ref.inputs(seed=s, device=self.task.home) for s in range(SAMPLES)]
+                samples = [self.task.inputs(s) for s in range(SAMPLES)]
                 state0 = self.oracle.state0
                 if self.ok(samples[0], state0):
                     sizes = workload.integer_sizes(samples[0], self.oracle.model, self.task.ref.init_inputs)
@@ -216,7 +216,7 @@ def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
     trials = [Trial(name, xs, state) for name, xs, state in plan(task, g, n)]
     for v in task.contract.vary:
         for size in v.sizes:
-            xs = workload.resize(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.home),
+            xs = workload.resize(task.inputs(int(torch.randint(1 << 30, (1,), generator=g))),
                                  v.inputs, v.dim, size, g)
             trials.append(Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0))
     return trials
@@ -259,7 +259,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
                 half: list[str]) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
-    xs = workload.widen(task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.home),
+    xs = workload.widen(task.inputs(int(torch.randint(1 << 30, (1,), generator=g))),
                         kind, g, task.contract)
     notes = []
     state = o.state0
@@ -343,7 +343,7 @@ def _extreme_trial(task, pr: Prober, g: torch.Generator):
 def _special_trial(task, pr: Prober, g: torch.Generator, make, label: str, against_clean: bool = False):
     if task.quantized or not task.out_meta or any(b.dtype not in NONFINITE_DTYPES for b in task.out_meta):
         return None
-    clean = task.ref.inputs(seed=int(torch.randint(1 << 30, (1,), generator=g)), device=task.home)
+    clean = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)))
     xs = make(clean, g, task.contract)
     if xs is None:
         return None

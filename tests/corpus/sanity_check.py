@@ -222,17 +222,19 @@ def check_refs() -> None:
                 out1 = model(*clones(xs))
                 out2 = model(*clones(xs))
             n_in = sum(x.numel() for x in xs)
-            check(isinstance(out1, torch.Tensor), f"{rel}: returns a tensor")
+            outs1 = list(out1) if isinstance(out1, tuple) else [out1]
+            outs2 = list(out2) if isinstance(out2, tuple) else [out2]
+            check(all(isinstance(o, torch.Tensor) for o in outs1), f"{rel}: returns a tensor or a tuple of tensors")
             check(ms < 100, f"{rel}: forward {ms:.2f} ms of CPU time (one thread) < 100 ms")
             big = BIG_REFS.get(path.stem, 300_000)  # rowsum_big: 1 MiB
             check(1000 <= n_in <= big, f"{rel}: {n_in} input elements")
-            same = torch.equal(out1, out2)
+            same = len(outs1) == len(outs2) and all(torch.equal(a, b) for a, b in zip(outs1, outs2))
             if path.stem == "random_noise":
                 check(not same, f"{rel}: two runs differ (random task)")
             else:
                 check(same, f"{rel}: deterministic")
             if VERBOSE:
-                log(f"  {rel}: {ms:.2f} ms, inputs {[tuple(x.shape) for x in xs]}, out {tuple(out1.shape)}")
+                log(f"  {rel}: {ms:.2f} ms, inputs {[tuple(x.shape) for x in xs]}, out {[tuple(o.shape) for o in outs1]}")
         except Exception as e:  # noqa: BLE001
             check(False, f"{rel}: {type(e).__name__}: {e}")
     # the degenerate task: zeros are closer to the fp64 oracle than (2x) the fp32 reference itself
