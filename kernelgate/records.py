@@ -238,6 +238,26 @@ class BenchResult:
 # ------------------------------------------------------------------ optimize (search) records
 
 @dataclass(frozen=True)
+class Level:
+    """One level of a candidate's stack: a strategy's name and its parameters, in the strategy's own order
+    (the order is part of the rendered source)."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def label(self) -> str:
+        """`name(k=v, ...)`, or the name alone without parameters (the display form)."""
+        return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.params)})" if self.params else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "params": dict(self.params)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Level":
+        return Level(d["name"], tuple(dict(d.get("params") or {}).items()))
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A proposed implementation: full Python source defining `ModelNew`, and where it came from."""
 
@@ -252,15 +272,20 @@ class Candidate:
     #: what proposing it cost (LLM proposers: model, requests, retries, tokens, cost, seconds waiting for the
     #: model; proposers/llm/accounting.py Usage.to_json); not part of its identity
     usage: dict[str, Any] | None = field(default=None, compare=False)
+    #: the levels it was built from, bottom first (the strategy library's candidates; () for a whole-file
+    #: candidate, e.g. an LLM's, and for rows stored before stacks were recorded); `strategy` is their display
+    stack: tuple[Level, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["params"] = dict(self.params)
+        d["stack"] = [lv.to_json() for lv in self.stack]
         return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Candidate":
-        return Candidate(**{**d, "params": tuple(sorted(d.get("params", {}).items()))})
+        return Candidate(**{**d, "params": tuple(sorted(d.get("params", {}).items())),
+                            "stack": tuple(Level.from_json(x) for x in d.get("stack") or ())})
 
 
 @dataclass(frozen=True)
@@ -311,6 +336,9 @@ class OptimizeResult:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     confirmations: tuple[dict[str, Any], ...] = ()   # claimed candidates re-judged and re-timed afresh
+    proposers: tuple[str, ...] = ()    # the population's names, in the order asked (library, llm, ...)
+    hints: tuple[str, ...] = ()        # what the run was told (every LLM prompt carries them)
+    llm: dict[str, Any] | None = None  # the LLM proposer's summary(): backend, totals, attempts, notes, stopped
 
     @property
     def speedup(self) -> float:
@@ -332,5 +360,5 @@ class OptimizeResult:
             "compile": self.compiled.to_json() if self.compiled else None,
             "evaluations": [e.to_json() for e in self.evaluations],
             "conditions": self.conditions, "contract": list(self.contract), "notes": list(self.notes),
-            "seconds": self.seconds,
+            "seconds": self.seconds, "proposers": list(self.proposers), "hints": list(self.hints), "llm": self.llm,
         }
