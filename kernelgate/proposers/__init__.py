@@ -8,10 +8,13 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from ..graph import GraphInfo
-from ..records import Candidate, Contract, Evaluation
+from ..records import Candidate, Contract, Evaluation, Level
+
+#: the search's modes (kernelgate/search/policy.py picks one per generation)
+EXPLORE, REFINE, RESTART = "explore", "refine", "restart"
 
 
 @dataclass(frozen=True)
@@ -25,9 +28,12 @@ class Context:
     contract: Contract
     graph: GraphInfo
     history: tuple[Evaluation, ...]
-    machine: dict[str, Any]             # SMs, L2, memory; the target's model as far as known
+    machine: dict[str, Any]             # the target's model (targets.Machine as a dict): peak rates per dtype,
+                                        # bandwidth, SMs (cores), L2 (last cache), shared memory, launch overhead
     baseline_ms: float | None = None    # the faster baseline's time
     predicted_ms: dict[str, float] = field(default_factory=dict)   # strategy -> fusion-estimated time
+    generation: int = 0                 # the search's generation this request is for (candidates carry it)
+    mode: str = EXPLORE                 # explore | refine | restart: what the search asks of this generation
 
     def tried(self) -> set[str]:
         return {e.candidate.id for e in self.history}
@@ -37,20 +43,47 @@ class Context:
         return min(timed, key=lambda e: e.timing.median_ms) if timed else None
 
 
+@runtime_checkable
 class Proposer(Protocol):
+    """What the search calls, once per generation, for each proposer in its population.
+
+    `propose(ctx, rng, n)` returns up to n new candidates (ids not in `ctx.tried()`), each with
+    `generation=ctx.generation` and `proposer=self.name`; `rng` is the search's seeded generator (a
+    proposer that samples uses it, so a run is deterministic per --seed). The search judges every candidate
+    with the same gate and passes the verdicts back in the next ctx.history.
+
+    `ctx.mode` is the search's mode for the generation: "explore" (from the reference), "refine" (build on
+    the best verified candidates) or "restart" (no improvement for a while: from the reference again). A
+    proposer that distinguishes modes lists the ones it implements in an attribute `modes` (the library:
+    ("explore", "refine")) and is asked only in those: in the search's mode where it lists it ("restart" is
+    "explore" where it lists no "restart"), and, when it has nothing there, once in each other mode it lists.
+    A proposer without `modes` is asked once per generation and reads ctx.mode as a hint or ignores it (the
+    LLM proposer's agents have their own roles).
+
+    Optional: `restore(ctx, candidates) -> int`, called once before the first generation of a resumed run
+    with the candidates evaluated before (a proposer rebuilds what it needs to build on them, e.g. the
+    library's stacks from `Candidate.stack`); `stopped`, truthy once the proposer will propose nothing more
+    (the LLM proposer: a spent budget, an unreachable endpoint). A generation in which no proposer has a
+    candidate ends the search when every proposer lists its modes or has stopped (a model may have nothing
+    one time and something the next: SearchConfig.empty_generations)."""
+
     name: str
 
     def propose(self, ctx: Context, rng: random.Random, n: int) -> list[Candidate]:
-        """Up to n new candidates (ids not in ctx.tried())."""
         ...
+
+
+def modes_of(proposer: Any) -> tuple[str, ...]:
+    """The modes a proposer implements (() when it does not distinguish them)."""
+    return tuple(getattr(proposer, "modes", ()) or ())
 
 
 def make_candidate(ctx: Context, strategy: str, body: str, *, parent: str | None = None,
                    params: dict[str, Any] | None = None, language: str = "torch", generation: int = 0,
-                   proposer: str = "library") -> Candidate:
+                   proposer: str = "library", stack: Sequence[Level] | Iterable[Level] = ()) -> Candidate:
     """A candidate file: the reference source verbatim, then the strategy's `ModelNew`."""
     source = (ctx.reference_source.rstrip() + "\n\n\n"
               f"# ---- kernelgate strategy: {strategy} ----\n" + body.strip() + "\n")
     cid = hashlib.sha256(source.encode()).hexdigest()[:16]
     return Candidate(cid, strategy, source, parent, tuple(sorted((params or {}).items())), language, generation,
-                     proposer)
+                     proposer, stack=tuple(stack))

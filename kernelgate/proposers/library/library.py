@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...kernels import manifest
-from ...records import Candidate
-from .. import Context, make_candidate
+from ...records import Candidate, Level
+from .. import EXPLORE, REFINE, Context, make_candidate
 from . import cpp_kernels, fx_rewrites, precision, triton_fusion, triton_kernels
 
 REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
@@ -423,7 +423,8 @@ def _site(rewrite: str) -> str:
 
 
 def strategy_family(strategy: str) -> str:
-    """The strategy a candidate's (possibly stacked, parametrised) name starts with: "triton:row(...) + x" -> "triton:row"."""
+    """The strategy a display name starts with: "triton:row(...) + x" -> "triton:row". For reading stored
+    results (benchmarks/); the search uses `Candidate.stack`."""
     return strategy.split(" + ")[0].split("(")[0].strip()
 
 
@@ -492,9 +493,11 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
 
 class Library:
     """The built-in proposer: explorers try every applicable strategy on the reference; refiners stack
-    one more strategy on the best verified candidates, or change one of their levels' parameters."""
+    one more strategy on the best verified candidates, or change one of their levels' parameters.
+    Each candidate carries its stack (`Candidate.stack`: the levels' names and parameters, bottom first)."""
 
     name = "library"
+    modes = (EXPLORE, REFINE)
 
     def __init__(self, strategies: tuple[Strategy, ...] = STRATEGIES):
         self.strategies = strategies
@@ -502,34 +505,26 @@ class Library:
 
     def _make(self, ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]], parent: str | None,
               generation: int) -> Candidate:
-        strategy = " + ".join(s.name + (f"({', '.join(f'{k}={v}' for k, v in p.items())})" if p else "")
-                              for s, p in levels)
+        stack = tuple(Level(s.name, tuple(p.items())) for s, p in levels)
         params = {f"{k}.{s.name}.{pk}": pv for k, (s, p) in enumerate(levels) for pk, pv in p.items()}
-        c = make_candidate(ctx, strategy, render(ctx, levels), parent=parent, params=params, generation=generation,
-                           language="torch")
+        c = make_candidate(ctx, " + ".join(lv.label() for lv in stack), render(ctx, levels), parent=parent,
+                           params=params, generation=generation, language="torch", stack=stack)
         self.stacks[c.id] = levels
         return c
 
     def restore(self, ctx: Context, candidates) -> int:
         """Rebuild the stacks of candidates evaluated before a resume (explored and refined alike) from their
-        strategy names and parameters; a stack counts only if it renders to the very same candidate.
-        Returns how many were restored."""
+        recorded `stack`; a stack counts only if it renders to the very same candidate. Candidates without a
+        stack of this library's strategies (another proposer's, rows stored before stacks were recorded) are
+        left out. Returns how many were restored."""
         by = {s.name: s for s in self.strategies}
         n = 0
         for c in candidates:
-            if c.id in self.stacks:
+            if c.id in self.stacks or not c.stack or not all(lv.name in by for lv in c.stack):
                 continue
-            names = [part.split("(")[0].strip() for part in c.strategy.split(" + ")]
-            if not all(name in by for name in names):
-                continue                                   # another proposer's candidate
-            params: list[dict[str, Any]] = [{} for _ in names]
-            for key, value in c.params:
-                k, _, rest = key.partition(".")
-                if k.isdigit() and int(k) < len(names) and rest.startswith(names[int(k)] + "."):
-                    params[int(k)][rest[len(names[int(k)]) + 1:]] = value
-            # the strategy's own variant (its key order is part of the rendered source), else as stored
-            levels = [(by[name], next((v for v in by[name].variants(ctx) if v == p), p))
-                      for name, p in zip(names, params)]
+            # the strategy's own variant where it is one (its key order is part of the rendered source)
+            levels = [(by[lv.name], next((v for v in by[lv.name].variants(ctx) if v == dict(lv.params)),
+                                         dict(lv.params))) for lv in c.stack]
             known = set(self.stacks)
             again = self._make(ctx, levels, c.parent, c.generation)
             if again.id == c.id:
@@ -541,11 +536,15 @@ class Library:
     def singles(self, ctx: Context) -> list[list[tuple[Strategy, dict[str, Any]]]]:
         return [[(s, v)] for s in self.strategies if s.applies(ctx) for v in s.variants(ctx)]
 
-    def propose(self, ctx: Context, rng: random.Random, n: int, generation: int = 0,
-                mode: str = "explore") -> list[Candidate]:
+    def propose(self, ctx: Context, rng: random.Random, n: int, generation: int | None = None,
+                mode: str | None = None) -> list[Candidate]:
+        """Up to n candidates in ctx.mode (or `mode`): refine stacks on the best verified candidates; explore
+        and restart try single strategies on the reference. Generation: ctx.generation unless given."""
+        generation = ctx.generation if generation is None else generation
+        mode = ctx.mode if mode is None else mode
         tried = ctx.tried()
         out: list[Candidate] = []
-        if mode == "explore":
+        if mode != REFINE:
             for levels in explore_order(self.singles(ctx), rng, ctx):
                 c = self._make(ctx, levels, None, generation)
                 if c.id not in tried and c.id not in {o.id for o in out}:
