@@ -134,7 +134,7 @@ class LLMProposer:
         self.calls += 1
         if self.stopped or n <= 0:
             return []
-        gen = self.calls if generation is None else generation
+        gen = ctx.generation if generation is None else generation
         self._answer(ctx)
         jobs = self._plan(ctx, n)
         if not jobs:
