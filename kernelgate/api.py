@@ -220,13 +220,78 @@ def parse_budget(text: str | float | int) -> float:
     return seconds
 
 
+#: proposer names optimize takes: the built-in strategy library, the LLM proposer
+PROPOSERS = ("builtin", "llm")
+NO_LLM = "no LLM configured: the built-in strategy library only"
+LLM_FLAGS = ("--llm (openai:MODEL@URL, anthropic:MODEL or cmd:COMMAND), --llm-endpoint with --llm-model, "
+             "or --llm-cmd")
+
+
+def _hints(hints) -> list[str]:
+    return [h.strip() for h in ((hints,) if isinstance(hints, str) else hints or ()) if isinstance(h, str) and h.strip()]
+
+
+def make_proposers(proposers=("builtin",), llm: dict | None = None, hints=()) -> tuple[list, object, list[str]]:
+    """(the population, in order; the LLM proposer or None; notes for the run) from optimize's arguments.
+    `proposers` holds names ("builtin": the strategy library, "llm": the LLM proposer) or Proposer objects;
+    `llm` is LLMProposer.from_args's keywords; `hints` go to the LLM proposer's every prompt. A name that is
+    not known, or "llm" with no model configured, is a usage error (exit 2)."""
+    from .proposers import Proposer
+    if isinstance(proposers, str):
+        proposers = (proposers,)
+    asked = list(dict.fromkeys(proposers))
+    bad = [p for p in asked if isinstance(p, str) and p not in PROPOSERS
+           or not isinstance(p, str) and not isinstance(p, Proposer)]
+    if bad or not asked:
+        what = f"unknown proposer {', '.join(map(str, bad))}" if bad else "no proposer named"
+        raise KernelgateError(f"--proposer: {what}; known: {', '.join(PROPOSERS)}", Reason.USAGE)
+    hints = _hints(hints)
+    notes: list[str] = []
+    agent = None
+    configured = any((llm or {}).get(k) for k in ("llm", "endpoint", "model", "cmd"))
+    if "llm" in asked:
+        from .proposers.llm import LLMProposer
+        kw = dict(llm or {})
+        kw["hints"] = list(kw.get("hints") or ()) + [h for h in hints if h not in (kw.get("hints") or ())]
+        agent = LLMProposer.from_args(**kw) if configured else None
+        if agent is None:
+            raise KernelgateError(f"--proposer llm needs a model: set {LLM_FLAGS}", Reason.USAGE)
+    elif configured:
+        notes.append("an LLM is configured but the proposers asked leave it out: it is not used")
+    elif asked == ["builtin"]:
+        notes.append(NO_LLM)
+    if hints and agent is None:
+        notes.append(f"{len(hints)} hint{'s' if len(hints) > 1 else ''} given: only the LLM proposer reads hints, "
+                     "and it is not in use")
+    out = []
+    for p in asked:
+        if p == "builtin":
+            from .proposers.library import Library
+            out.append(Library())
+        elif p == "llm":
+            out.append(agent)
+        else:
+            out.append(p)
+    return out, agent, notes
+
+
 def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
              out: str = "out", seed: int = 0, resume: bool = False, contract: Contract | str | None = None,
              inputs: str | None = None, config: GateConfig | None = None, store: Store | str | None = None,
-             progress: Callable[[str], None] | None = None, search_config=None, force: bool = False):
-    """Search for a faster verified implementation; write optimized.py, report.md/html, reproduce.sh, result.json."""
+             progress: Callable[[str], None] | None = None, search_config=None, force: bool = False,
+             proposers=("builtin",), llm: dict | None = None, hints=()):
+    """Search for a faster verified implementation; write optimized.py, report.md/html, reproduce.sh, result.json.
+
+    proposers   the population, asked in this order each generation: "builtin" (the strategy library),
+                "llm" (the LLM proposer, configured by `llm`), or Proposer objects
+    llm         LLMProposer.from_args keywords (llm / endpoint / model / cmd / prices / limits / ...); None: none
+    hints       texts put in every LLM prompt; recorded with the run (run.json, result.json, the store's row)
+    """
     from . import emit as emit_mod
+    from . import graph as graph_mod
     from . import report as report_mod
+    from .proposers.library.fusion_estimates import strategy_fusions
+    from .proposers.library.library import REWRITE_FNS
     from .search import Budget, OutOfBudget, Search, SearchConfig, finalize
 
     say = progress or (lambda m: None)
@@ -234,11 +299,17 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     if max_candidates < 1:
         raise KernelgateError(f"--max-candidates must be at least 1, got {max_candidates}", Reason.USAGE)
     _check_config(config or gate_config())
+    hints = _hints(hints)
+    population, agent, proposer_notes = make_proposers(proposers, llm, hints)
     spec = workload.Spec.parse(model, workload.REFERENCE_CLASS, inputs)
     out_dir = Path(out)
     _check_out(out_dir, resume, force)
     st = _store(store)
     t0 = time.monotonic()
+    if agent is not None:                # an unreachable endpoint or a refused key ends the run here (exit 2)
+        line = agent.check()
+        say(line)
+        proposer_notes.append(line)
     task = prepare(spec, target, _contract(contract), (config or gate_config()).memory)
     if not task.admission.ok:
         raise KernelgateError(task.admission.detail, Reason.DEGENERATE)
@@ -252,11 +323,15 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             raise KernelgateError("--resume: the workload or target differs from the interrupted run's")
         run = old
         say(f"resuming run {run['run_id']}: {len(st.evaluations(run['run_id']))} candidates already evaluated")
+    run["proposers"] = [p.name for p in population]
+    run["hints"] = hints
     run_file.write_text(json.dumps(run, indent=1))
     cfg = config or gate_config()
     scfg = search_config or SearchConfig()
     search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
-                    int(run["seed"]), cfg, scfg, st, say)
+                    int(run["seed"]), cfg, scfg, st, say, proposers=population,
+                    analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions)
+    search.notes.extend(proposer_notes)
     try:
         try:
             search.run()
@@ -269,7 +344,10 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         search.close()
     if not search.timings:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small even for the baselines")
-    result = finalize(search)
+    result = dataclasses.replace(finalize(search), proposers=tuple(run["proposers"]), hints=tuple(hints))
+    if agent is not None:                # backend (no key), totals, each attempt with its outcome (per-candidate
+        result = dataclasses.replace(    # usage stays on the candidates); why it stopped, what it cost
+            result, llm=agent.summary(), notes=result.notes + tuple(agent.notes) + (agent.ledger.line(),))
     ref_source = Path(spec.path).read_text()
     (out_dir / "reference.py").write_text(ref_source)
     if result.best is not None:

@@ -1,0 +1,221 @@
+"""The search: baselines first, then generations of proposals from a population of proposers, every
+candidate through the gate, within a budget.
+
+    policy.py     the budget on an injected clock, the modes (explore / refine / restart), cost priors,
+                  the incumbent; no gate in it
+    evaluator.py  one candidate: judged, timed interleaved with the baselines, profiled; the baselines;
+                  the confirm step
+    loop.py       generations over the proposers, known only through the `Proposer` protocol
+    Search        (here) one run: the graph analysis and fusion estimates it is given, the context
+                  proposers see, the parts wired together; `finalize` makes the result
+
+The population lives in the store (table `candidates`, keyed by run id), so an interrupted run resumes
+without re-evaluating finished candidates. The faster baseline is always the incumbent: a candidate
+becomes best only with a claimed speedup over it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..config import GateConfig, TimingConfig
+from ..gate.judge import Task, device_name
+from ..graph import GraphInfo
+from ..profiling import summary
+from ..proposers import EXPLORE, Context, Proposer
+from ..records import Candidate, Evaluation, OptimizeResult
+from ..store import Store
+from ..versions import conditions
+from . import evaluator as evaluator_mod
+from .evaluator import Evaluator
+from .loop import Loop, progress_line
+from .policy import PLAN_SHARE, Budget, Clock, OutOfBudget, Planner, SearchConfig, best
+
+__all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
+
+log = logging.getLogger(__name__)
+
+#: (the reference model, the aten ops it ran) -> what proposers see of its graph (graph.analyse with the
+#: library's rewrites counted)
+Analyse = Callable[[Any, Any], GraphInfo]
+
+
+class Search:
+    """One optimize run: `run()` (raises OutOfBudget when the budget ends it), `confirm()`, `close()`;
+    then `finalize(search)`."""
+
+    def __init__(self, task: Task, run_id: str, out_dir: Path, budget: Budget, seed: int, cfg: GateConfig,
+                 scfg: SearchConfig, store: Store, say: Callable[[str], None], *, proposers: Sequence[Proposer],
+                 analyse: Analyse, fusion_source: Any = None, clock: Clock = time.monotonic):
+        self.task, self.run_id, self.out_dir, self.budget = task, run_id, out_dir, budget
+        self.cfg, self.scfg, self.store, self.say = cfg, scfg, store, say
+        self.proposers = list(proposers)
+        self.analyse, self.fusion_source = analyse, fusion_source
+        self.rng = random.Random(seed)
+        self.history: list[Evaluation] = [Evaluation.from_json(d) for d in store.evaluations(run_id)]
+        self.notes: list[str] = []
+        self.planner = Planner(budget, clock)
+        self.evaluator = Evaluator(task, cfg, out_dir, self.notes, say, clock)
+        self.graph: GraphInfo | None = None
+        self.machine: dict[str, Any] = {}               # targets.Machine of the device, as a dict
+        self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
+        self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
+        self.confirm_ran = False
+
+    # what finalize and the API read
+    @property
+    def t0(self) -> float:
+        return self.planner.t0
+
+    @property
+    def timings(self):
+        return self.evaluator.timings
+
+    @property
+    def base_label(self) -> str:
+        return self.evaluator.base_label
+
+    @property
+    def base_insight(self) -> dict | None:
+        return self.evaluator.base_insight
+
+    def best(self) -> Evaluation | None:
+        return best(self.history)
+
+    # ------------------------------------------------------------ the run
+    def run(self) -> None:
+        self.graph = self.analyse(self.task.oracle.model, self.task.oracle.ops)
+        if not self.graph.traced:
+            self.notes.append(self.graph.note)
+        else:
+            applied = {k: v for k, v in self.graph.patterns.items() if v}
+            where = ", ".join(f"{k} ({v} place{'s' if v > 1 else ''})" for k, v in applied.items())
+            self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
+                              "every other op is left as the reference wrote it (runtime configurations only)")
+        machine = self._machine()
+        self.fusion_estimates(machine)
+        self.evaluator.start_spares()                 # starts while the baselines build
+        self.baselines()
+        if self.planner.left() <= self.planner.reserve_s(self.best()):
+            msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines (and the time kept for "
+                   "the check of the emitted module); no candidate was tried (give a larger --budget)")
+            self.notes.append(msg)
+            self.say(msg)
+            raise OutOfBudget
+        self.planner.check(self.history)
+        # a resumed run: proposers rebuild what they build on (the library's stacks, from Candidate.stack)
+        for p in self.proposers:
+            restore = getattr(p, "restore", None)
+            if restore is not None and self.history:
+                restore(self.context(), [e.candidate for e in self.history])
+        Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
+             self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append).run()
+
+    def baselines(self) -> None:
+        """Eager and torch.compile, built and timed side by side or read from the store. Building them counts
+        against the budget: past half of it, they are measured with 2 rounds."""
+        def timing_for(build_s: float) -> TimingConfig:
+            tcfg = self.scfg.timing
+            if self.planner.left() < 0.5 * self.budget.seconds and tcfg.rounds > 2:
+                msg = (f"building the baselines took {build_s:.0f} s of the {self.budget.seconds:.0f} s "
+                       f"budget: measuring them with 2 rounds instead of {tcfg.rounds} (their figures are kept in the "
+                       "store, so the next run of this workload spends its budget on candidates)")
+                self.notes.append(msg)
+                self.say(msg)
+                tcfg = replace(tcfg, rounds=2)
+            return tcfg
+        self.evaluator.baselines(self.store, self.scfg.timing, timing_for, self.scfg.profile)
+        self.planner.baseline_check_s = self.evaluator.baseline_check_s
+
+    def evaluate(self, c: Candidate) -> Evaluation:
+        """Gate, then time against the live baselines, interleaved (rounds stop where the time kept for the
+        end of the run begins)."""
+        deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(self.best()))
+        return self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline)
+
+    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool,
+                        deadline: float | None = None) -> Evaluation:
+        # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
+        build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(self.best())))
+        return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build)
+
+    def confirm(self) -> None:
+        """The best claimed candidates judged and timed afresh (evaluator.confirm)."""
+        self.confirm_ran = True
+        self.confirmed, self.confirmations = evaluator_mod.confirm(
+            self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
+
+    def context(self, generation: int = 0, mode: str = EXPLORE) -> Context:
+        t = self.task
+        ev = self.evaluator
+        base = ev.timings.get(ev.base_label) if ev.base_label else None
+        return Context(Path(t.ref.spec.path).read_text(), t.ref.spec.cls, "cuda" if t.device.startswith("cuda")
+                       else "cpu", device_name(t.device), t.contract, self.graph, tuple(self.history), self.machine,
+                       baseline_ms=base.median_ms if base else None, predicted_ms=ev.predicted_ms(),
+                       generation=generation, mode=mode)
+
+    def _machine(self):
+        """The device's machine model (Context.machine holds it as a dict); None when it cannot be read."""
+        from .. import targets
+        try:
+            m = targets.machine(self.task.device)
+        except Exception as e:  # noqa: BLE001 - proposers work without it
+            self.notes.append(f"no machine model: {type(e).__name__}: {e}")
+            return None
+        self.machine = dataclasses.asdict(m)
+        return m
+
+    def fusion_estimates(self, machine) -> None:
+        """What each generated-kernel strategy would save on this machine: what the proposer's `fusion_source`
+        says each fuses, priced by profiling/fusion.py, from the reference's graph on meta tensors; recorded
+        next to each single-level candidate's measurement."""
+        if self.fusion_source is None or machine is None:
+            return
+        from ..profiling import fusion
+        import torch
+        try:
+            try:        # built on the meta device: no copy of the weights
+                with torch.device("meta"):
+                    model = self.task.ref.cls(*self.task.ref.init_inputs).eval()
+            except Exception:  # noqa: BLE001 - a constructor that needs real tensors: copy the reference
+                model = self.task.oracle.model
+            self.evaluator.estimates = fusion.strategy_estimates(self.fusion_source, model, self.task.given, machine)
+        except Exception as e:  # noqa: BLE001 - an estimate is a hint; the search runs without it
+            self.notes.append(f"no fusion estimates: {type(e).__name__}: {e}")
+            self.evaluator.estimates = {}
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+def finalize(search: Search) -> OptimizeResult:
+    """The result: the best candidate (timed interleaved with both baselines), or the faster baseline."""
+    t = search.task
+    best_ev = search.confirmed if search.confirm_ran else search.best()
+    eager, compiled = search.timings.get("eager"), search.timings.get("compile")
+    # fingerprint distance of every profiled candidate to the best one (or to the kept baseline)
+    anchor = best_ev.insight if best_ev is not None else search.base_insight
+    history = tuple(replace(e, insight={**e.insight, "distance_to_best": summary.distance(e.insight, anchor)})
+                    if e.insight else e for e in search.history)
+    best_ev = next((h for h, e in zip(history, search.history) if e is best_ev), best_ev)
+    if best_ev is not None and best_ev.insight and anchor is not None:
+        best_ev = replace(best_ev, insight={**best_ev.insight, "distance_to_best": 0.0})
+    if best_ev is not None:
+        base = best_ev.baseline
+        base_label = base.label
+        base_ms, best_ms, final = base.median_ms, best_ev.timing.median_ms, best_ev.speedup
+    else:
+        base_label = search.base_label
+        base_ms = best_ms = search.timings[base_label].median_ms
+        final = None
+    return OptimizeResult(
+        workload=t.ref.spec.path, target=t.target, device=device_name(t.device), baseline_kind=base_label,
+        baseline_ms=base_ms, eager=eager, compiled=compiled, best=best_ev, final=final, best_ms=best_ms,
+        evaluations=history, conditions=conditions(t.device),
+        contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
+        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations))

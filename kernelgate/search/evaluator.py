@@ -1,0 +1,160 @@
+"""The evaluator: one candidate through the gate (a fresh worker, a spare started ahead), timed
+interleaved with the live baselines, profiled in its worker; the baselines it times against; and the
+confirmation of the best at the end of a run (the winner's curse)."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .. import workload
+from ..config import GateConfig, TimingConfig
+from ..gate import baselines as baselines_mod
+from ..gate import bench as bench_mod
+from ..gate import timing
+from ..gate.judge import Rejected, Session, Task, judge_session, worker_limits
+from ..profiling import summary
+from ..records import Candidate, Evaluation, Status, Timing
+from ..sandbox import Spares
+from ..store import Store
+from .policy import Clock, Planner, SearchConfig
+
+JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
+
+
+class Evaluator:
+    """Judges and times candidates of one task. `notes` is the run's list (profiles that fail are noted)."""
+
+    def __init__(self, task: Task, cfg: GateConfig, out_dir: Path, notes: list[str], say: Callable[[str], None],
+                 clock: Clock = time.monotonic):
+        self.task, self.cfg, self.out_dir, self.notes, self.say, self.clock = task, cfg, out_dir, notes, say, clock
+        self.base_label = ""
+        self.timings: dict[str, Timing] = {}
+        self.base_sessions: dict[str, Session] = {}
+        self.base_insight: dict | None = None       # the faster baseline's profile summary
+        self.baseline_check_s = 0.0                   # what building and timing a baseline took
+        self.estimates: dict = {}                     # strategy -> profiling.fusion.FusionEstimate
+        self.spares: Spares | None = None             # the next candidate's worker, started ahead
+
+    def start_spares(self) -> None:
+        """Start the next candidate's worker (while the baselines build)."""
+        self.spares = Spares(**worker_limits(self.task, self.cfg))
+        self.spares.refill()
+
+    # ------------------------------------------------------------ baselines
+    def baselines(self, store: Store, tcfg: TimingConfig, timing_for: Callable[[float], TimingConfig],
+                  profile: bool) -> None:
+        """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
+        only those within 10% of the faster stay alive. The faster one is profiled."""
+        b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for)
+        self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
+        self.baseline_check_s = b.check_s
+        if profile:
+            self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
+            if self.base_insight:
+                self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
+                self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
+
+    def predicted_ms(self) -> dict[str, float]:
+        """Strategy -> eager time minus its predicted saving (ms), once the eager baseline is timed."""
+        eager = self.timings.get("eager")
+        if eager is None:
+            return {}
+        return {k: max(eager.median_ms - e.predicted_s * 1e3, 1e-6) for k, e in self.estimates.items()}
+
+    # ------------------------------------------------------------ one candidate
+    def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
+                       build_timeout: float | None = None) -> Evaluation:
+        """The full gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
+        at `deadline`, at least 2), then a profile (skipped past the deadline)."""
+        path = self.out_dir / "candidates" / f"{c.id}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(c.source)
+        spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
+        cfg = self.cfg if build_timeout is None else replace(self.cfg, build_timeout=build_timeout)
+        verdict, s = judge_session(self.task, spec, cfg, self.spares)
+        ev = Evaluation(c, verdict)
+        if verdict.accepted:
+            try:
+                sessions = {**self.base_sessions, c.id: s}
+                # a spread over fewer rounds is wider, so the claim threshold rises with it
+                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None, deadline)
+                if c.id in rejected:
+                    ev = Evaluation(c, rejected[c.id])
+                else:
+                    base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
+                    found = (summary.try_observe(s, self.notes, c.strategy)
+                             if profile and (deadline is None or self.clock() < deadline) else None)
+                    ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]),
+                                    self._with_estimate(c, found, timings[c.id]))
+            except Rejected as r:
+                ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
+                                           message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
+            finally:
+                s.worker.close()
+        return ev
+
+    def _with_estimate(self, c: Candidate, found: dict[str, Any] | None, measured: Timing) -> dict[str, Any] | None:
+        """A single-level candidate of a strategy with a fusion estimate: the prediction next to the
+        measurement (a stack's time is no one fusion's to predict)."""
+        if len(c.stack) != 1 or c.stack[0].name not in self.estimates:
+            return found
+        name = c.stack[0].name
+        return {**(found or {}), "fusion_estimate": {
+            "predicted_ms": self.predicted_ms().get(name), "measured_ms": measured.median_ms,
+            "derivation": self.estimates[name].derivation}}
+
+    def close(self) -> None:
+        for s in self.base_sessions.values():
+            s.worker.close()
+        if self.spares is not None:
+            self.spares.close()
+
+
+# ------------------------------------------------------------------ the confirm step
+
+def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner: Planner, cfg: SearchConfig,
+            notes: list[str], say: Callable[[str], None]) -> tuple[Evaluation | None, list[dict[str, Any]]]:
+    """Guard against the winner's curse: the fastest of several noisy measurements overstates its
+    speedup (a host shared with other work, clock and memory-placement drift between measurements).
+    Candidates with a claimed speedup, best first, are judged again in a fresh worker and timed afresh,
+    interleaved with both baselines (new inputs, new plan); the first whose fresh measurement still claims
+    is the result, with the fresh figures. One that does not is reported and not kept; with none confirmed
+    the baseline is kept. Returns (the confirmed evaluation or None, each try's record)."""
+    tries: list[dict[str, Any]] = []
+    claimed = sorted((e for e in history if e.accepted and e.speedup is not None and e.speedup.claimed),
+                     key=lambda e: -e.speedup.ratio)
+    budget_s = planner.budget.seconds
+    for e in claimed[:cfg.confirm_tries]:
+        # the emitted module's own check follows: keep its time too, within the budget plus 10%
+        need = planner.cost.get(e.candidate.id, planner.avg_s()) + e.verdict.seconds
+        if planner.left() + 0.1 * budget_s < need:
+            msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but no time is left to confirm "
+                   f"it ({need:.0f} s needed, {max(planner.left(), 0):.0f} s left): not kept")
+            notes.append(msg)
+            say(msg)
+            break
+        say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
+        fresh = judge_and_time(e.candidate, cfg.confirm_timing or cfg.timing, profile=False,
+                               deadline=planner.at(1.05, e.verdict.seconds))
+        sp = fresh.speedup
+        ok = fresh.accepted and sp is not None and sp.claimed
+        tries.append({
+            "candidate": e.candidate.id, "strategy": e.candidate.strategy,
+            "search_ratio": e.speedup.ratio, "search_ci": [e.speedup.low, e.speedup.high],
+            "fresh_ratio": sp.ratio if sp else None, "fresh_ci": [sp.low, sp.high] if sp else None,
+            "fresh_threshold": sp.threshold if sp else None,
+            "fresh_ms": fresh.timing.median_ms if fresh.timing else None,
+            "fresh_baseline_ms": fresh.baseline.median_ms if fresh.baseline else None,
+            "verdict": fresh.verdict.status.value if fresh.accepted else
+            f"{fresh.verdict.reason.value}: {fresh.verdict.message}", "confirmed": ok})
+        if ok:
+            say(f"confirmed: {sp.ratio:.2f}x [{sp.low:.2f}, {sp.high:.2f}]")
+            return replace(fresh, insight=e.insight), tries
+        got = f"{sp.ratio:.2f}x [{sp.low:.2f}, {sp.high:.2f}]" if sp else fresh.verdict.message
+        msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but a fresh measurement gave {got}: "
+               "not confirmed, not kept")
+        notes.append(msg)
+        say(msg)
+    return None, tries

@@ -1,0 +1,174 @@
+"""The search's policy, with no gate in it: the budget on an injected clock, the mode of each generation
+(explore / refine / restart), the cost priors of an evaluation, the incumbent.
+
+Everything here works on records (Candidate, Evaluation) and numbers; tests/search/test_search_policy.py
+drives it with a fake clock.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..config import TimingConfig
+from ..proposers import EXPLORE, REFINE, RESTART
+from ..records import Candidate, Evaluation
+
+__all__ = ["Budget", "SearchConfig", "OutOfBudget", "Planner", "Modes", "PLAN_SHARE", "EXPLORE", "REFINE",
+           "RESTART", "best", "best_ratio", "promising", "cost_kind", "family"]
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Budget:
+    seconds: float = 300.0
+    candidates: int = 64
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    per_generation: int = 2               # small generations: a refiner stacks on a winner early in a short budget
+    patience: int = 2                     # generations without improvement before a restart
+    promising: float = 0.97               # refine only on a candidate at least this fast relative to the baseline
+    promising_host: float = 0.6           # ... or this fast when launch- or latency-bound (graph capture may pay)
+    confirm_tries: int = 2                # claimed candidates re-judged and re-timed afresh at the end, best first
+    confirm_timing: TimingConfig | None = None   # the confirmation's timing (None: the search's, a fresh plan)
+    timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
+    profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
+    shares: tuple[tuple[str, int], ...] = ()     # proposer name -> candidates asked of it per generation
+                                                 # (default: per_generation each)
+    empty_generations: int = 3            # generations in a row without a proposal that end the search (one
+                                          # ends it when every proposer lists its modes or has stopped)
+
+    def share(self, proposer: str) -> int:
+        return dict(self.shares).get(proposer, self.per_generation)
+
+
+PLAN_SHARE = 0.95          # share of the budget the search plans to use
+
+
+class OutOfBudget(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ the incumbent
+
+def best(history: Sequence[Evaluation]) -> Evaluation | None:
+    """The fastest candidate with a claimed speedup over the baseline it was timed against."""
+    good = [e for e in history if e.accepted and e.speedup is not None and e.speedup.claimed]
+    return max(good, key=lambda e: e.speedup.ratio) if good else None
+
+
+def best_ratio(history: Sequence[Evaluation]) -> float:
+    b = best(history)
+    return b.speedup.ratio if b else 1.0
+
+
+def promising(history: Sequence[Evaluation], cfg: SearchConfig) -> bool:
+    """Whether some accepted candidate is near or past the baseline: stacking levels on a clearly slower
+    one spends the budget where it cannot pay. A launch- or latency-bound candidate (its time mostly host
+    work around the kernels) counts from `promising_host` on: graph capture, stacked on it, removes
+    exactly that part."""
+    def near(e: Evaluation) -> bool:
+        if not (e.accepted and e.speedup is not None):
+            return False
+        host = str((e.insight or {}).get("bound", "")) in ("launch", "latency")
+        return e.speedup.ratio >= (cfg.promising_host if host else cfg.promising)
+    return any(near(e) for e in history)
+
+
+# ------------------------------------------------------------------ cost priors
+
+def family(c: Candidate) -> str:
+    """The strategy a candidate's stack starts with (its bottom level); a candidate without a stack is its
+    own family (its strategy label)."""
+    return c.stack[0].name if c.stack else c.strategy
+
+
+def cost_kind(c: Candidate) -> str:
+    """What an evaluation of c costs like: a stack with a compile level costs what compiling costs, else its
+    family's."""
+    return "runtime:compile" if any(lv.name == "runtime:compile" for lv in c.stack) else family(c)
+
+
+class Planner:
+    """The budget: seconds on a clock (time.monotonic in a run: the gate's deadlines are on it), what each
+    evaluation took, and what the next one and the end of the run (confirming the best, checking the emitted
+    module) should take."""
+
+    def __init__(self, budget: Budget, clock: Clock = time.monotonic):
+        self.budget, self.clock = budget, clock
+        self.t0 = clock()
+        self.durations: list[float] = []           # seconds per evaluation
+        self.cost: dict[str, float] = {}            # candidate id -> seconds its evaluation took
+        self.baseline_check_s = 0.0                 # expected cost of the gate's check of an emitted baseline
+
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def left(self) -> float:
+        """Seconds left to plan with: the budget less what was spent and a 5% margin (evaluations and the
+        final check take longer than planned on a loaded machine; the promise is the budget plus 10%)."""
+        return PLAN_SHARE * self.budget.seconds - self.elapsed()
+
+    def at(self, share: float, less: float = 0.0) -> float:
+        """The clock's reading at `share` of the budget, less `less` seconds (a deadline)."""
+        return self.t0 + share * self.budget.seconds - less
+
+    def avg_s(self) -> float:
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0
+
+    def record(self, candidate_id: str, seconds: float) -> None:
+        self.durations.append(seconds)
+        self.cost[candidate_id] = seconds
+
+    def reserve_s(self, best_now: Evaluation | None) -> float:
+        """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
+        of the module emitted from it (its verdict's time again)."""
+        if best_now is None:    # the emitted module is then the faster baseline: its check costs about what
+            return self.baseline_check_s    # building and timing that baseline did
+        return self.cost.get(best_now.candidate.id, self.avg_s()) + best_now.verdict.seconds
+
+    def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:
+        """What evaluating c should take: the average, or the longest earlier evaluation of its kind in this
+        run when longer (a torch.compile mode that autotuned for 40 s will again)."""
+        kind = cost_kind(c)
+        same = [self.cost[e.candidate.id] for e in history
+                if e.candidate.id in self.cost and cost_kind(e.candidate) == kind]
+        # before any evaluation, one costs about what building and timing a baseline did
+        return max([self.avg_s() if self.durations else self.baseline_check_s] + same)
+
+    def fits(self, seconds: float, history: Sequence[Evaluation]) -> bool:
+        """Whether `seconds` of work fits before the time kept for the end of the run."""
+        return seconds <= self.left() - self.reserve_s(best(history))
+
+    def check(self, history: Sequence[Evaluation]) -> None:
+        """Stop before an evaluation that would not finish in time (leaving room to confirm the best)."""
+        need = (self.avg_s() if self.durations else 0.0) + self.reserve_s(best(history))
+        if self.left() <= need or len(history) >= self.budget.candidates:
+            raise OutOfBudget
+
+
+# ------------------------------------------------------------------ modes
+
+class Modes:
+    """The mode of each generation: explore on even generations and while nothing verified is near the
+    baseline, refine on odd ones, restart (explore from the reference again) once `patience` generations
+    in a row brought no improvement, until one does."""
+
+    def __init__(self, cfg: SearchConfig, ratio: float = 1.0):
+        self.cfg = cfg
+        self.stale = 0
+        self.best_ratio = ratio
+
+    def mode(self, generation: int, near: bool) -> str:
+        if self.stale >= self.cfg.patience:
+            return RESTART
+        return EXPLORE if generation % 2 == 0 or not near else REFINE
+
+    def after(self, ratio: float) -> bool:
+        """A generation ended with best ratio `ratio`: True when the next one restarts."""
+        self.stale = 0 if ratio > self.best_ratio else self.stale + 1
+        self.best_ratio = max(self.best_ratio, ratio)
+        return self.stale >= self.cfg.patience

@@ -1,0 +1,49 @@
+"""The evaluator's confirm step with a fake judge (no worker): the winner's curse, within the budget."""
+from __future__ import annotations
+
+from kernelgate.search.evaluator import confirm
+from kernelgate.search.policy import Budget, Planner, SearchConfig
+from search_fakes import FakeClock, timed
+
+
+def run_confirm(history, fresh, planner=None, cfg=SearchConfig()):
+    tried, notes, said = [], [], []
+    planner = planner or Planner(Budget(300), FakeClock())          # plenty of time left
+
+    def judge(c, tcfg, profile, deadline=None):
+        tried.append((c.id, profile, deadline))
+        return fresh[c.id]
+    got, tries = confirm(judge, history, planner, cfg, notes, said.append)
+    return got, tries, [t[0] for t in tried], notes, tried
+
+
+def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
+    """The best claimed candidate is judged and timed afresh; a claim that does not repeat is reported and
+    dropped, and the next claimed candidate is tried (at most confirm_tries)."""
+    fresh = {"a": timed("a", 0.94, claimed=False), "b": timed("b", 1.3), "c": timed("c", 1.25)}
+    history = [timed("c", 1.25, insight={"bound": "memory"}), timed("a", 1.19), timed("b", 1.3),
+               timed("d", 2.0, claimed=False)]
+    got, tries, tried, _, calls = run_confirm(history, fresh)
+    assert tried == ["b"] and got.speedup == fresh["b"].speedup and tries[0]["confirmed"]
+    assert calls[0][1] is False and calls[0][2] == 1000.0 + 1.05 * 300 - 0.0      # no profile; deadline at 105%
+    fresh["c"] = timed("c", 1.02, claimed=False)
+    got, tries, tried, notes, _ = run_confirm([timed("a", 1.19), timed("c", 1.1), timed("b", 1.05)], fresh)
+    assert tried == ["a", "c"] and got is None                   # b is never tried (2 tries)
+    assert [t["confirmed"] for t in tries] == [False, False]
+    assert any("not confirmed" in n for n in notes)
+
+
+def test_the_confirmed_result_keeps_the_search_profile():
+    fresh = {"c": timed("c", 1.3)}
+    got, *_ = run_confirm([timed("c", 1.25, insight={"bound": "memory"})], fresh)
+    assert got.insight == {"bound": "memory"} and got.speedup.ratio == 1.3
+
+
+def test_no_confirmation_without_the_time_for_it():
+    clock = FakeClock()
+    planner = Planner(Budget(100), clock)
+    planner.record("b", 30.0)
+    clock.t += 80                                                # 15 s left, +10 s of grace < 30 s needed
+    got, tries, tried, notes, _ = run_confirm([timed("b", 1.3)], {"b": timed("b", 1.3)}, planner)
+    assert got is None and tried == [] and tries == []
+    assert any("no time is left to confirm" in n for n in notes)

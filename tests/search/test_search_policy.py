@@ -1,0 +1,110 @@
+"""The search's policy without a gate: the budget on a fake clock, the modes of each generation, cost priors
+by a candidate's stack, the incumbent."""
+from __future__ import annotations
+
+import pytest
+
+from kernelgate.records import Candidate, Evaluation, Level, Reason, Status, Verdict
+from kernelgate.search.policy import (EXPLORE, REFINE, RESTART, Budget, Modes, OutOfBudget, Planner, SearchConfig,
+                                      best, best_ratio, cost_kind, family, promising)
+from search_fakes import OK, FakeClock, timed
+
+def test_the_budget_runs_on_the_injected_clock():
+    clock = FakeClock()
+    p = Planner(Budget(seconds=100.0), clock)
+    assert p.left() == pytest.approx(95.0)            # 95% of the budget is planned
+    clock.t += 60
+    assert p.elapsed() == 60 and p.left() == pytest.approx(35.0)
+    assert p.at(1.05, 5.0) == pytest.approx(1000.0 + 105.0 - 5.0)
+
+
+def test_budget_keeps_room_to_confirm_the_best():
+    """With a claimed best, the search stops early enough to evaluate that candidate once more; without one,
+    early enough to check an emitted baseline."""
+    clock = FakeClock()
+    p = Planner(Budget(seconds=100.0), clock)
+    clock.t += 60                                      # 35 s left to plan (95% of 100 s)
+    history = [timed("slow", 2.0, claimed=False)]
+    p.record("slow", 30.0)
+    p.baseline_check_s = 4.0                           # checking an emitted baseline
+    p.check(history)                                   # no best: one more 30 s evaluation + 4 s fits
+    p.baseline_check_s = 15.0
+    with pytest.raises(OutOfBudget):                   # 30 s + 15 s for the emitted baseline's check > 35 s
+        p.check(history)
+    history.append(timed("best", 2.0))
+    p.record("best", 5.0)
+    p.check(history)                                   # average 17.5 s + confirming the best 5 s < 35 s
+    p.cost["best"] = 25.0
+    with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 35 s
+        p.check(history)
+
+
+def test_the_candidate_limit_ends_the_search():
+    p = Planner(Budget(seconds=1e6, candidates=2), FakeClock())
+    p.check([timed("a", 1.0, claimed=False)])
+    with pytest.raises(OutOfBudget):
+        p.check([timed("a", 1.0, claimed=False), timed("b", 1.0, claimed=False)])
+
+
+def test_expected_cost_follows_the_stack_kind():
+    """A compile-mode candidate is expected to cost what earlier compile candidates cost here, stacked or not;
+    the kind is read from the typed stack, never from the display string."""
+    compile_ro = Level("runtime:compile", (("mode", "reduce-overhead"),))
+    p = Planner(Budget(300), FakeClock())
+    history = [Evaluation(Candidate("a", "x", "", stack=(Level("runtime:compile", (("mode", "max-autotune"),)),)), OK),
+               Evaluation(Candidate("b", "y", "", stack=(Level("rewrite:fold-bn"),)), OK)]
+    p.record("a", 40.0)
+    p.record("b", 4.0)
+    stacked = Candidate("c", "whatever the label says", "", stack=(Level("rewrite:fold-bn"), compile_ro))
+    assert cost_kind(stacked) == "runtime:compile" and family(stacked) == "rewrite:fold-bn"
+    assert p.expected_s(stacked, history) == 40.0
+    fold = Candidate("d", "runtime:compile + label", "", stack=(Level("rewrite:fold-bn"), Level("runtime:cudagraph")))
+    assert p.expected_s(fold, history) == 22.0                    # its family took 4 s: the average is longer
+    graph = Candidate("e", "runtime:cudagraph(outputs=in-place)", "",
+                      stack=(Level("runtime:cudagraph", (("outputs", "in-place"),)),))
+    assert p.expected_s(graph, history) == 22.0                   # the average
+
+
+def test_a_candidate_without_a_stack_is_its_own_family():
+    """An LLM's candidate (a whole file) and a row stored before stacks were recorded: the label is the family."""
+    llm = Candidate("x", "llm:explorer-1:explore", "", proposer="llm")
+    assert family(llm) == cost_kind(llm) == "llm:explorer-1:explore"
+    p = Planner(Budget(300), FakeClock())
+    p.baseline_check_s = 7.0
+    assert p.expected_s(llm, []) == 7.0                          # before any evaluation: a baseline's check
+
+
+def test_modes_explore_refine_and_restart():
+    cfg = SearchConfig(patience=2)
+    m = Modes(cfg)
+    assert m.mode(0, near=True) == EXPLORE
+    assert m.mode(1, near=True) == REFINE
+    assert m.mode(1, near=False) == EXPLORE                      # nothing near the baseline to build on
+    assert m.mode(2, near=True) == EXPLORE
+    assert not m.after(1.5)                                       # an improvement
+    assert not m.after(1.5)                                       # 1 generation without one
+    assert m.after(1.4)                                           # 2: the next generation restarts
+    assert m.mode(3, near=True) == RESTART and m.mode(4, near=True) == RESTART
+    assert not m.after(1.6)                                       # improved: back to explore / refine
+    assert m.mode(5, near=True) == REFINE
+
+
+def test_refiners_stack_only_on_candidates_near_the_baseline():
+    """A refine generation builds on a candidate within `promising` of the baseline."""
+    cfg = SearchConfig()
+    rejected = Evaluation(Candidate("r", "r", ""), Verdict(Status.REJECTED, Reason.MISMATCH, "no"))
+    assert not promising([timed("a", 0.5), timed("b", 0.9), rejected], cfg)
+    assert promising([timed("a", 0.5), timed("c", 0.98)], cfg)
+    assert promising([timed("a", 0.7), timed("h", 0.7, insight={"bound": "latency"})], cfg)   # graph capture may pay
+    assert not promising([timed("a", 0.7)], cfg)
+
+
+def test_the_incumbent_is_the_fastest_claimed_candidate():
+    history = [timed("a", 1.3), timed("b", 2.5, claimed=False), timed("c", 1.6)]
+    assert best(history).candidate.id == "c" and best_ratio(history) == 1.6
+    assert best([timed("b", 2.5, claimed=False)]) is None and best_ratio([]) == 1.0
+
+
+def test_each_proposer_gets_its_share():
+    cfg = SearchConfig(per_generation=2, shares=(("llm", 1),))
+    assert cfg.share("library") == 2 and cfg.share("llm") == 1
