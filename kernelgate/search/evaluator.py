@@ -72,7 +72,10 @@ class Evaluator:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
         spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
-        cfg = self.cfg if build_timeout is None else replace(self.cfg, build_timeout=build_timeout)
+        # what is left of the budget bounds the build and each call too (a torch.compile candidate compiles on
+        # its first call, where only the call's timeout stops it)
+        cfg = self.cfg if build_timeout is None else replace(
+            self.cfg, build_timeout=build_timeout, call_timeout=min(self.cfg.call_timeout, build_timeout))
         verdict, s = judge_session(self.task, spec, cfg, self.spares)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
