@@ -1,4 +1,5 @@
-"""The store: every verify and bench result in SQLite (WAL; safe with several writers)."""
+"""The store: every verify and bench result in SQLite (WAL; safe with several writers); optimize runs'
+evaluations, kept baseline measurements, hints added to runs, and the review queue (kernelgate/review.py)."""
 from __future__ import annotations
 
 import json
@@ -52,7 +53,35 @@ CREATE TABLE IF NOT EXISTS baselines (
     created REAL NOT NULL,
     payload TEXT NOT NULL             -- {"timings": {label: Timing.to_json()}, "faster": label, "build_s": {...}}
 );
+CREATE TABLE IF NOT EXISTS hints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,             -- the optimize run it is for (a later or resumed optimize reads it)
+    created REAL NOT NULL,
+    text TEXT NOT NULL,
+    source TEXT                       -- who added it: mcp, cli, ...
+);
+CREATE INDEX IF NOT EXISTS hints_run ON hints (run_id, id);
+CREATE TABLE IF NOT EXISTS reviews (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,         -- what is reviewed: one item per result or proposed assumption
+    created REAL NOT NULL,
+    kind TEXT NOT NULL,               -- result | assumption
+    subject TEXT NOT NULL,            -- one line: what a person decides
+    workload TEXT,
+    workload_hash TEXT,
+    flags TEXT NOT NULL,              -- JSON list: why it waits for a person, one line each
+    evidence TEXT NOT NULL,           -- JSON document
+    source TEXT,                      -- where it came from: mcp, suite, ...
+    status TEXT NOT NULL,             -- pending | accepted | rejected
+    decided REAL,
+    decided_by TEXT,
+    note TEXT
+);
+CREATE INDEX IF NOT EXISTS reviews_status ON reviews (status, id);
 """
+REVIEW_COLUMNS = ("id", "key", "created", "kind", "subject", "workload", "workload_hash", "flags", "evidence", "source",
+                  "status", "decided", "decided_by", "note")
+REVIEW_STATUSES = ("pending", "accepted", "rejected")
 
 
 @dataclass(frozen=True)
@@ -165,5 +194,67 @@ class Store:
             db.close()
         return int(n)
 
+    # ------------------------------------------------------------ hints added to runs
+    def add_hint(self, run_id: str, text: str, source: str | None = None) -> int:
+        """Keep a hint for an optimize run; `hints(run_id)` gives them back to a later or resumed optimize."""
+        with self._connect() as db:
+            cur = db.execute("INSERT INTO hints (run_id, created, text, source) VALUES (?, ?, ?, ?)",
+                             (run_id, time.time(), text, source))
+            return int(cur.lastrowid)
+
+    def hints(self, run_id: str) -> list[str]:
+        """The hints added to a run, oldest first, each once (for optimize's `hints=`)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT text FROM hints WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
+        return list(dict.fromkeys(r[0] for r in rows))
+
+    # ------------------------------------------------------------ the review queue
+    def add_review(self, key: str, kind: str, subject: str, flags: list[str], evidence: dict[str, Any],
+                   workload: str | None = None, workload_hash: str | None = None,
+                   source: str | None = None) -> tuple[dict[str, Any], bool]:
+        """Queue an item for a person (pending), once per key: (the item, whether it was new). An item already
+        queued under the key is returned as it stands (its decision, if made, included)."""
+        with self._connect() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO reviews (key, created, kind, subject, workload, workload_hash, flags, evidence,"
+                " source, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+                (key, time.time(), kind, subject, workload, workload_hash, json.dumps(list(flags)),
+                 json.dumps(evidence, default=str), source))
+            new = cur.rowcount == 1
+            row = db.execute(f"SELECT {', '.join(REVIEW_COLUMNS)} FROM reviews WHERE key = ?", (key,)).fetchone()
+        return _review(row), new
+
+    def reviews(self, status: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """Queued items, oldest first; only those of one status when given."""
+        where, args = ("WHERE status = ?", (status,)) if status else ("", ())
+        with self._connect() as db:
+            rows = db.execute(f"SELECT {', '.join(REVIEW_COLUMNS)} FROM reviews {where} ORDER BY id LIMIT ?",
+                              (*args, limit)).fetchall()
+        return [_review(r) for r in rows]
+
+    def review(self, item: int | str) -> dict[str, Any] | None:
+        """One queued item by id (int) or key (str), or None."""
+        col = "id" if isinstance(item, int) else "key"
+        with self._connect() as db:
+            row = db.execute(f"SELECT {', '.join(REVIEW_COLUMNS)} FROM reviews WHERE {col} = ?", (item,)).fetchone()
+        return _review(row) if row else None
+
+    def decide_review(self, item_id: int, status: str, note: str, by: str | None = None) -> dict[str, Any] | None:
+        """Record a person's decision on a pending item (time, who, note). Returns the item as it now stands, or
+        None when there is no such item; an item decided before keeps its decision (check `status`)."""
+        if status not in REVIEW_STATUSES[1:]:
+            raise ValueError(f"a decision is accepted or rejected, not {status!r}")
+        with self._connect() as db:
+            db.execute("UPDATE reviews SET status = ?, decided = ?, decided_by = ?, note = ? "
+                       "WHERE id = ? AND status = 'pending'", (status, time.time(), by, note, item_id))
+        return self.review(item_id)
+
     def __iter__(self) -> Iterator[Row]:
         return iter(self.recent(limit=1 << 30))
+
+
+def _review(row: tuple) -> dict[str, Any]:
+    d = dict(zip(REVIEW_COLUMNS, row))
+    d["flags"] = json.loads(d["flags"])
+    d["evidence"] = json.loads(d["evidence"])
+    return d
