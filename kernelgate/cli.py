@@ -128,6 +128,8 @@ def parser() -> argparse.ArgumentParser:
     _common(r, target="any")
     from .suite.command import add_parser as suite_parser
     suite_parser(sub, _common)
+    from .review import add_parser as review_parser
+    review_parser(sub)
     return ap
 
 
@@ -535,6 +537,11 @@ def cmd_suite(args: argparse.Namespace) -> int:
     return suite_main(args)
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    from .review import main as review_main
+    return review_main(args)
+
+
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
             "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
-            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit}
+            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit, "review": cmd_review}

@@ -3,9 +3,11 @@ inline SVG bar chart with a bar per problem, no external assets).
 
 What counts: every problem that ran and is not degenerate. Its speedup is the claimed, confirmed one over the
 faster baseline; a kept baseline, a failure and a flagged result (above 3x, for review) count 1.0 and the last
-two are listed apart; degenerate tasks (random or admitting trivial mutants: nothing to verify) are listed
-apart and left out of the geometric mean and of fast_p's denominator. fast_p: the share of counted problems
-that finished with a verified result faster than p times the baseline (fast_0: the share that finished)."""
+two are listed apart (a flagged result counts its speedup once a person accepted it in the review queue,
+kernelgate/review.py; until then, or when rejected, 1.0); degenerate tasks (random or admitting trivial
+mutants: nothing to verify) are listed apart and left out of the geometric mean and of fast_p's denominator.
+fast_p: the share of counted problems that finished with a verified result faster than p times the baseline
+(fast_0: the share that finished)."""
 from __future__ import annotations
 
 import csv
@@ -25,9 +27,15 @@ CSV_FIELDS = ("id", "level", "name", "outcome", "counted_speedup", "speedup", "c
               "seconds", "budget_s", "setup_s", "setup_share", "attempts", "device", "reason", "message")
 
 
+def reviewed(row: dict[str, Any]) -> bool:
+    """A flagged result a person accepted (its review item, attached by summarize)."""
+    return (row.get("review") or {}).get("status") == "accepted"
+
+
 def counted_speedup(row: dict[str, Any]) -> float:
-    """What a problem contributes: its claimed speedup when it finished, was claimed and is not flagged; else 1.0."""
-    if row.get("outcome") == OK and row.get("claimed") and not row.get("flagged"):
+    """What a problem contributes: its claimed speedup when it finished, was claimed and is not flagged (or was
+    flagged and accepted on review); else 1.0."""
+    if row.get("outcome") == OK and row.get("claimed") and (not row.get("flagged") or reviewed(row)):
         s = row.get("speedup")
         if isinstance(s, (int, float)) and s > 0 and math.isfinite(s):
             return float(s)
@@ -50,8 +58,25 @@ def _p_key(p: float) -> str:
     return f"{p:g}"
 
 
-def summarize(rows: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, Any]:
-    """summary.json's document from the per-problem records (pending ones included, as pending)."""
+def with_reviews(rows: list[dict[str, Any]], suite: dict[str, Any], store: Any = None) -> list[dict[str, Any]]:
+    """Each flagged result with its review item (queued once, in `store`, else suite["store"] or the default
+    store): {"id", "status", "note"}; unreachable, they stay unreviewed (counted 1.0)."""
+    if not any(r.get("outcome") == OK and r.get("flagged") for r in rows):
+        return rows
+    from .. import review
+    from ..errors import KernelgateError
+    try:
+        items = review.suite_reviews(rows, suite, store)
+    except (KernelgateError, OSError) as e:
+        items = {r["id"]: {"id": None, "status": f"unknown ({e})", "note": None} for r in rows if r.get("flagged")}
+    return [{**r, "review": {k: items[r["id"]][k] for k in ("id", "status", "note")}} if r["id"] in items else r
+            for r in rows]
+
+
+def summarize(rows: list[dict[str, Any]], suite: dict[str, Any], reviews: Any = None) -> dict[str, Any]:
+    """summary.json's document from the per-problem records (pending ones included, as pending); flagged results
+    are looked up in the review queue (`reviews`: a Store or its path; default: suite["store"] or the default)."""
+    rows = with_reviews(rows, suite, reviews)
     counted = [r for r in rows if r.get("outcome") in (OK, FAILED)]
     with_flagged = [float(r["speedup"]) if r.get("outcome") == OK and r.get("claimed") and r.get("flagged")
                     else counted_speedup(r) for r in counted]
@@ -64,12 +89,13 @@ def summarize(rows: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, An
         "geomean_speedup": geomean([counted_speedup(r) for r in counted]),
         "geomean_speedup_with_flagged": geomean(with_flagged),
         "fast_p": {_p_key(p): fast_p(rows, p) for p in FAST_P},
-        "claimed": [r["id"] for r in rows if r.get("outcome") == OK and r.get("claimed") and not r.get("flagged")],
+        "claimed": [r["id"] for r in rows if r.get("outcome") == OK and r.get("claimed")
+                    and (not r.get("flagged") or reviewed(r))],
         "kept_baseline": [r["id"] for r in rows if r.get("outcome") == OK and not r.get("claimed")],
         "failures": [{"id": r["id"], "reason": r.get("reason"), "message": r.get("message")}
                      for r in rows if r.get("outcome") == FAILED],
-        "flagged": [{"id": r["id"], "speedup": r.get("speedup"), "best_strategy": r.get("best_strategy")}
-                    for r in rows if r.get("outcome") == OK and r.get("flagged")],
+        "flagged": [{"id": r["id"], "speedup": r.get("speedup"), "best_strategy": r.get("best_strategy"),
+                     "review": _review_text(r)} for r in rows if r.get("outcome") == OK and r.get("flagged")],
         "degenerate": [{"id": r["id"], "reason": r.get("reason"), "message": r.get("message")}
                        for r in rows if r.get("outcome") == DEGENERATE],
         "pending": [r["id"] for r in rows if r.get("outcome") == PENDING],
@@ -85,6 +111,11 @@ def summarize(rows: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, An
         },
         "rows": rows,
     }
+
+
+def _review_text(r: dict[str, Any]) -> str:
+    rv = r.get("review") or {}
+    return f"{rv.get('status', 'pending')} (kernelgate review, item {rv.get('id')})"
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -112,7 +143,7 @@ COLORS = {"claimed": "#2e7d32", "kept": "#9e9e9e", "flagged": "#ef6c00", FAILED:
 def _kind(r: dict[str, Any]) -> str:
     o = r.get("outcome")
     if o == OK:
-        return "flagged" if r.get("flagged") else "claimed" if r.get("claimed") else "kept"
+        return "flagged" if r.get("flagged") and not reviewed(r) else "claimed" if r.get("claimed") else "kept"
     return o or PENDING
 
 
@@ -161,8 +192,8 @@ def to_html(doc: dict[str, Any]) -> str:
         f"<p>target {html.escape(str(s.get('target')))}, {_fmt(s.get('budget_per_s'), 'g')} s per problem; "
         f"{doc['finished']} of {doc['problems']} problems finished, {doc['counted']} counted.</p>",
         f"<p><b>geometric-mean speedup over the faster baseline: {_fmt(doc['geomean_speedup'])}x</b> "
-        f"(kept baselines, failures and flagged results count 1.0; with flagged results at their measured figure "
-        f"{_fmt(doc['geomean_speedup_with_flagged'])}x). {fp}.</p>",
+        f"(kept baselines, failures and flagged results count 1.0, a flagged one until a person accepts it; "
+        f"with flagged results at their measured figure {_fmt(doc['geomean_speedup_with_flagged'])}x). {fp}.</p>",
         f"<p>share of the budget before the first candidate: mean {_fmt(bud['mean_share'], '.0%')}, median "
         f"{_fmt(bud['median_share'], '.0%')} over {bud['problems']} problems ({html.escape(bud['meaning'])}).</p>",
         chart_svg(rows),
