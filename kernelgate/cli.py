@@ -128,7 +128,9 @@ def parser() -> argparse.ArgumentParser:
     _common(r, target="any")
     from .suite.command import add_parser as suite_parser
     suite_parser(sub, _common)
+    from .mcp.command import add_parser as mcp_parser
     from .review import add_parser as review_parser
+    mcp_parser(sub)
     review_parser(sub)
     return ap
 
@@ -537,6 +539,11 @@ def cmd_suite(args: argparse.Namespace) -> int:
     return suite_main(args)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp.command import main as mcp_main
+    return mcp_main(args)
+
+
 def cmd_review(args: argparse.Namespace) -> int:
     from .review import main as review_main
     return review_main(args)
@@ -544,4 +551,5 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
             "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
-            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit, "review": cmd_review}
+            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit, "mcp": cmd_mcp,
+            "review": cmd_review}
