@@ -323,6 +323,11 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             raise KernelgateError("--resume: the workload or target differs from the interrupted run's")
         run = old
         say(f"resuming run {run['run_id']}: {len(st.evaluations(run['run_id']))} candidates already evaluated")
+        # hints given before (run.json) and added to the run since (kernelgate mcp's add_hint), then this call's
+        earlier = [*old.get("hints", []), *st.hints(run["run_id"])]
+        hints = list(dict.fromkeys([*earlier, *hints]))
+        if agent is not None:
+            agent.hints[:0] = [h for h in earlier if h not in agent.hints]
     run["proposers"] = [p.name for p in population]
     run["hints"] = hints
     run_file.write_text(json.dumps(run, indent=1))

@@ -114,6 +114,19 @@ def test_resume_continues_without_re_evaluating(run):
     assert len(Store(store).evaluations(run_id)) == 2
 
 
+@pytest.mark.slow
+def test_resume_takes_the_hints_added_to_the_run(run):
+    """Hints given to the first run and added to it since (kernelgate mcp's add_hint) reach the resumed run
+    with its own, each once, oldest first."""
+    d, ref, store, first, _ = run
+    run_id = json.loads((d / "out" / "run.json").read_text())["run_id"]
+    Store(store).add_hint(run_id, "fuse the epilogue", source="test")
+    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(d / "out"), store=store,
+                       resume=True, search_config=FAST, hints=("keep fp32", "fuse the epilogue"))
+    assert json.loads((d / "out" / "run.json").read_text())["hints"] == ["fuse the epilogue", "keep fp32"]
+    assert list(res.hints) == ["fuse the epilogue", "keep fp32"]
+
+
 def test_resume_needs_a_previous_run(tmp_path, write):
     ref = write("p.py", PROJ)
     with pytest.raises(KernelgateError, match="run without --resume first"):

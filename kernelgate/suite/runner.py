@@ -69,7 +69,7 @@ class Settings:
         return {"dir": str(Path(self.root).resolve()), "target": self.target, "budget_per_s": self.budget_s(),
                 "max_candidates": self.max_candidates, "seed": self.seed, "only": self.only, "sample": self.sample,
                 "shard": self.shard, "executor": self.executor, "workers": self.workers, "devices": self.devices,
-                "kernelgate": __version__}
+                "kernelgate": __version__, "store": str(self.store) if getattr(self, "store", None) else None}
 
 
 def _atomic_json(path: Path, doc: dict[str, Any]) -> None:
