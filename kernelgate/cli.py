@@ -202,6 +202,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(json.dumps(res.to_json(), indent=1) if args.json else format_bench(res))
     if res.status.value == "error":
         return 2
+    _queue(args, lambda st, review: review.queue_bench(st, res.to_json(), source="cli"))
     return 0 if all(r.verdict is None or r.verdict.accepted for r in res.rows) else 1
 
 
@@ -341,6 +342,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                        inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
                        progress=None if args.json else progress, **more)
     doc = res.to_json()
+    _queue(args, lambda st, review: review.queue_optimize(st, res, args.out))
     if args.json:
         print(json.dumps({k: v for k, v in doc.items() if k != "evaluations"}, indent=1))
         return 0
@@ -367,7 +369,24 @@ def cmd_submit(args: argparse.Namespace) -> int:
                             inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
                             progress=say)
     print(json.dumps(sub.to_json(), indent=1) if args.json else format_submission(sub))
+    _queue(args, lambda st, review: review.queue_submission(st, sub.to_json(), source="cli"))
     return sub.exit_code
+
+
+def _queue(args: argparse.Namespace, put: Any) -> None:
+    """A flagged result waits for a person (kernelgate review); said once on stderr, never fatal."""
+    from . import review
+    from .store import Store
+    try:
+        st = Store(args.store)
+        items = put(st, review)
+    except Exception as e:  # noqa: BLE001 - the result stands; only its review entry is lost
+        print(f"  the result could not be queued for review: {type(e).__name__}: {e}", file=sys.stderr)
+        return
+    items = list(items.values()) if isinstance(items, dict) else [items] if items else []
+    for item in items:
+        print(f"  flagged for review (item {item['id']}): {'; '.join(item['flags'])[:200]}; see kernelgate review",
+              file=sys.stderr)
 
 
 def format_submission(sub: Any) -> str:

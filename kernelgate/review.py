@@ -134,6 +134,27 @@ def queue_submission(store: Store, doc: dict[str, Any], floor_fraction: float | 
     return item
 
 
+def queue_optimize(store: Store, res: Any, out: str, source: str = "cli") -> dict[str, Any] | None:
+    """Queue an optimize run's kept result (records.OptimizeResult) when flagged; the item or None."""
+    best = res.best
+    if best is None or best.timing is None or res.final is None:
+        return None
+    sp, t, b = res.final.to_json(), best.timing.to_json(), best.baseline.to_json() if best.baseline else {}
+    flags = result_flags(sp, t, None, b)
+    if not flags:
+        return None
+    c = best.candidate
+    evidence = {"out": out, "workload": res.workload, "candidate": c.id, "strategy": c.strategy,
+                "proposer": c.proposer, "median_ms": t.get("median_ms"), "inproc_ms": t.get("inproc_ms"),
+                "spread": t.get("spread"), "baseline": b.get("label"), "baseline_ms": b.get("median_ms"),
+                "speedup": sp.get("ratio"), "ci": [sp.get("low"), sp.get("high")], "claimed": sp.get("claimed"),
+                "candidate_file": f"{out}/candidates/{c.id}.py"}
+    subject = f"optimize {Path(res.workload).name}: {c.strategy} {_x(sp.get('ratio'))} over {b.get('label')}"
+    item, _ = store.add_review(f"optimize:{best.verdict.workload_hash}:{c.id}:{res.target}", "result", subject, flags,
+                               evidence, res.workload, best.verdict.workload_hash, source)
+    return item
+
+
 def propose_assumption(store: Store, workload: str, workload_hash: str, fields: dict[str, Any], why: str,
                        source: str = "mcp") -> dict[str, Any]:
     """Queue a contract an agent proposes for a workload (contract.py's keys: precision, domain, vary, inplace,

@@ -82,6 +82,22 @@ def test_a_flagged_submission_is_queued_under_its_run():
     assert review.queue_submission(st, {**doc, "status": "rejected"}) is None
 
 
+def test_a_flagged_optimize_result_is_queued_under_its_workload(tmp_path):
+    """optimize's kept result (the CLI queues it after the run) waits for a person when flagged."""
+    from types import SimpleNamespace as NS
+    st = Store(tmp_path / "s.sqlite")
+    js = lambda d: NS(to_json=lambda: d)  # noqa: E731 - records' to_json documents
+    best = NS(timing=js(timing("c1", 0.5, 0.45)), baseline=js(timing("compile", 2.0, 1.8)),
+              candidate=NS(id="c1", strategy="runtime:cudagraph", proposer="library"),
+              verdict=NS(workload_hash="wh"))
+    res = NS(best=best, final=js(speedup(4.0)), workload="/w/gru.py", target="cuda")
+    item = review.queue_optimize(st, res, "out")
+    assert item["status"] == "pending" and item["source"] == "cli" and item["flags"][0].startswith("speedup 4.00x")
+    assert item["evidence"]["candidate_file"] == "out/candidates/c1.py" and "gru.py" in item["subject"]
+    assert review.queue_optimize(st, NS(**{**vars(res), "final": js(speedup(1.4))}), "out") is None
+    assert review.queue_optimize(st, NS(**{**vars(res), "best": None}), "out") is None
+
+
 def run(capsys, *argv):
     rc = main(list(argv))
     out, err = capsys.readouterr()
