@@ -337,6 +337,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                     int(run["seed"]), cfg, scfg, st, say, proposers=population,
                     analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions)
     search.notes.extend(proposer_notes)
+    search.phases.since(t0, "prepare")   # the task, the oracle, admission, an LLM endpoint's check
     try:
         try:
             search.run()
@@ -360,25 +361,27 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     else:
         src, strategy = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind), \
             f"baseline ({result.baseline_kind})"
-    emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
-    # the last step: the file a user imports, through the class name they import, goes through the gate
-    say(f"checking the emitted module ({emitted.name}:{spec.cls})")
-    emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
-    if not emitted_verdict.accepted and result.best is not None:
-        say(f"the emitted module was rejected ({emitted_verdict.reason.value}: {emitted_verdict.message}); "
-            f"emitting the faster baseline instead")
-        src = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind)
-        emit_mod.emit(emitted, src, spec.cls, task.device, [task.given], f"baseline ({result.baseline_kind})")
-        rejected_emit = emitted_verdict
+    with search.phases.timed("emitted check"):
+        emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
+        # the last step: the file a user imports, through the class name they import, goes through the gate
+        say(f"checking the emitted module ({emitted.name}:{spec.cls})")
         emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
-        result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=result.notes + (
-            f"the module emitted from {strategy} was rejected by the gate ({rejected_emit.reason.value}: "
-            f"{rejected_emit.message}); the baseline was emitted instead",))
+        if not emitted_verdict.accepted and result.best is not None:
+            say(f"the emitted module was rejected ({emitted_verdict.reason.value}: {emitted_verdict.message}); "
+                f"emitting the faster baseline instead")
+            src = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind)
+            emit_mod.emit(emitted, src, spec.cls, task.device, [task.given], f"baseline ({result.baseline_kind})")
+            rejected_emit = emitted_verdict
+            emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+            result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=(
+                *result.notes, f"the module emitted from {strategy} was rejected by the gate ({rejected_emit.reason.value}: "
+                f"{rejected_emit.message}); the baseline was emitted instead"))
     if not emitted_verdict.accepted:
         raise KernelgateError(f"the emitted module {emitted} failed the gate: {emitted_verdict.reason.value}: "
                               f"{emitted_verdict.message}", Reason.TASK_LOAD)
     # which calls take the fast path (the modes the gate verified); optimized.py's docstring says the same
-    result = dataclasses.replace(result, notes=result.notes + (f"optimized.py: {emit_mod.modes_text()}",))
+    result = dataclasses.replace(result, notes=result.notes + (f"optimized.py: {emit_mod.modes_text()}",),
+                                 phases=search.phases.to_json())
     doc = result.to_json()
     doc["emitted_check"] = {"file": emitted.name, "class": spec.cls, "status": emitted_verdict.status.value,
                             "reason": emitted_verdict.reason.value, "message": emitted_verdict.message,

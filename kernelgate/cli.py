@@ -352,6 +352,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
           + ("" if doc["speedup_claimed"] else "  no claimable speedup: the baseline is kept"))
     print(f"{doc['candidates']} candidates, {doc['accepted']} accepted, {doc['seconds']:.0f} s; "
           f"wrote {args.out}/optimized.py, report.md, report.html, reproduce.sh, result.json")
+    if doc.get("phases"):                 # where the time went (result.json "phases")
+        from .search.phases import summary_line
+        print(summary_line(doc["phases"]))
     llm = doc.get("llm")
     if isinstance(llm, dict) and isinstance(llm.get("totals"), dict):     # LLMProposer.summary()
         t = llm["totals"]

@@ -339,6 +339,9 @@ class OptimizeResult:
     proposers: tuple[str, ...] = ()    # the population's names, in the order asked (library, llm, ...)
     hints: tuple[str, ...] = ()        # what the run was told (every LLM prompt carries them)
     llm: dict[str, Any] | None = None  # the LLM proposer's summary(): backend, totals, attempts, notes, stopped
+    #: where the run's time went (search/phases.py): {"seconds": {phase: s}, "per_candidate": {id: {phase: s}},
+    #: "total_s", "unaccounted_s", "candidates"}; {} for results made before phases were recorded
+    phases: dict[str, Any] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -361,4 +364,5 @@ class OptimizeResult:
             "evaluations": [e.to_json() for e in self.evaluations],
             "conditions": self.conditions, "contract": list(self.contract), "notes": list(self.notes),
             "seconds": self.seconds, "proposers": list(self.proposers), "hints": list(self.hints), "llm": self.llm,
+            "phases": self.phases,
         }

@@ -20,8 +20,12 @@ from ..records import Check, Reason, Status, Verdict
 from ..sandbox import Spares
 from . import screen, timing
 from . import verdict as verdicts
-from .session import Rejected, Session, worker_limits  # noqa: F401 - the names callers use, importable here
+from .session import Phase, Rejected, Session, no_phase, worker_limits  # noqa: F401 - the names callers use
 from .task import Task, device_name, prepare, resolve_device, timing_pool  # noqa: F401
+
+
+#: the name of the check a verdict with a reduced trial plan carries (a family's anchor must not have it)
+REDUCED_PLAN = "trial plan (parametric variant)"
 
 
 def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
@@ -31,38 +35,37 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
     return verdict
 
 
-def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig,
-                  spares: Spares | None = None) -> tuple[Verdict, Session]:
+def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spares | None = None,
+                  phase: Phase = no_phase, reduced: str = "") -> tuple[Verdict, Session]:
     """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
     process can be timed next. The caller closes it. With `spares`, the candidate's process is a spare
-    started earlier, and the next spare starts once this candidate is built."""
+    started earlier, and the next spare starts once this candidate is built. `phase` times its parts
+    (worker start, build, spares, trials, re-check) for the search's accounting.
+
+    `reduced`: the search's reason for fewer main trials (cfg.trials) for a parametric variant of a family
+    that passed the full gate (docs/GATE.md, "Parametric variants"); recorded as the verdict's "trial plan"
+    check. Only the number of main trials differs: every kind of check runs."""
     t0 = time.perf_counter()
     s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None)
+    s.phase = phase
     s.checks.append(task.admission)
     s.notes.extend(screen.scan(cand.path))
     try:
         if not task.admission.ok:
             return verdicts.build(task, s, Status.ERROR, Reason.DEGENERATE, task.admission.detail, t0), s
         s.checks.append(Check("contract", True, "; ".join(task.contract.assumptions())))
+        if reduced:
+            s.checks.append(Check(REDUCED_PLAN, True, f"{cfg.trials} main trials: {reduced}"))
         s.build()
         if spares is not None:
-            spares.refill()
-        s.settle()
-        s.trials()
-        rng = torch.Generator().manual_seed(secrets.randbits(62))
-        # the lean memory plan: one pool entry, and fewer outputs kept for the re-check (each is a task's worth)
-        pool, scalable = timing_pool(task, 1 if task.lean else 2, rng)
-        iters = min(cfg.recheck_iters, 3) if task.lean else cfg.recheck_iters
-        s.send_pool(pool, scalable)
-        plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
-        s.warm_up(plans.new(iters)[1], warmup_ms=0.0, warmup_min=1)
-        batch = s.time_batch(*plans.new(iters))
-        pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
-        picks = sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan))))
-        s.recheck(batch, picks, pool, scalable)
-        s.checks.append(Check("timed-loop re-check", True, f"{s.rechecked} outputs from timed iterations, picked "
-                              "after the batch, match their commitments and the oracle"))
-        s.check_threads()
+            with phase("spares"):
+                spares.refill()
+        with phase("build"):
+            s.settle()
+        with phase("trials"):
+            s.trials()
+        with phase("re-check"):
+            _timed_recheck(task, s, cfg)
     except Rejected as r:
         s.worker.close()
         return verdicts.rejected(task, s, r, t0), s
@@ -70,3 +73,22 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig,
         s.worker.close()
         raise
     return verdicts.build(task, s, Status.ACCEPTED, Reason.OK, "all checks passed", t0), s
+
+
+def _timed_recheck(task: Task, s: Session, cfg: GateConfig) -> None:
+    """A timed batch, outputs picked after it returned re-checked against commitments and the oracle; then
+    the worker's threads and processes."""
+    rng = torch.Generator().manual_seed(secrets.randbits(62))
+    # the lean memory plan: one pool entry, and fewer outputs kept for the re-check (each is a task's worth)
+    pool, scalable = timing_pool(task, 1 if task.lean else 2, rng)
+    iters = min(cfg.recheck_iters, 3) if task.lean else cfg.recheck_iters
+    s.send_pool(pool, scalable)
+    plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
+    s.warm_up(plans.new(iters)[1], warmup_ms=0.0, warmup_min=1)
+    batch = s.time_batch(*plans.new(iters))
+    pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
+    picks = sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan))))
+    s.recheck(batch, picks, pool, scalable)
+    s.checks.append(Check("timed-loop re-check", True, f"{s.rechecked} outputs from timed iterations, picked "
+                          "after the batch, match their commitments and the oracle"))
+    s.check_threads()

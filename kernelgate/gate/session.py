@@ -3,11 +3,12 @@ reference itself) and the running list of checks. Every request, trial, timed ba
 through a Session; a failed check raises Rejected (gate/judge.py turns it into the verdict)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -25,6 +26,13 @@ ALLOWED_FLAG_CHANGES = {
     "bf16": {"cuda.matmul.allow_bf16_reduced_precision_reduction", "float32_matmul_precision"},
     "fp16": {"cuda.matmul.allow_fp16_reduced_precision_reduction"},
 }
+
+
+Phase = Callable[[str], ContextManager]     # name -> a context timing that part (the search's accounting)
+
+
+def no_phase(name: str) -> ContextManager:
+    return contextlib.nullcontext()
 
 
 class Rejected(Exception):
@@ -74,6 +82,7 @@ class Session:
         self.os_threads0 = 0
         self.rechecked = 0
         self.torch_threads = self.torch_threads0 = 0
+        self.phase: Phase = no_phase        # the search times the worker's start apart from the build
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
         raise Rejected(reason, Check(name, False, detail))
@@ -113,15 +122,21 @@ class Session:
     def build(self, compile_options: dict | None = None, baseline: bool = False) -> None:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
-        self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
+        with self.phase("worker start"):        # a spare started ahead has (part of) this behind it
+            self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
+        with self.phase("build"):
+            self._build(compile_options, baseline)
+        self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
+
+    def _build(self, compile_options: dict | None, baseline: bool) -> None:
+        t = self.task
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
                       "guard": "observe" if baseline else "enforce",
                       "compile": compile_options is not None, "compile_options": compile_options or {}},
                      self.cfg.build_timeout, "build")
-        self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
 
     def settle(self) -> None:
         """End of the build phase: one call on the workload's own inputs for each shape the trials will use

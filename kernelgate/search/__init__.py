@@ -5,6 +5,7 @@ candidate through the gate, within a budget.
                   the incumbent; no gate in it
     evaluator.py  one candidate: judged, timed interleaved with the baselines, profiled; the baselines;
                   the confirm step
+    phases.py     where the run's time goes: seconds per phase and per candidate (result.json "phases")
     loop.py       generations over the proposers, known only through the `Proposer` protocol
     Search        (here) one run: the graph analysis and fusion estimates it is given, the context
                   proposers see, the parts wired together; `finalize` makes the result
@@ -34,6 +35,7 @@ from ..versions import conditions
 from . import evaluator as evaluator_mod
 from .evaluator import Evaluator
 from .loop import Loop, progress_line
+from .phases import Phases
 from .policy import PLAN_SHARE, Budget, Clock, OutOfBudget, Planner, SearchConfig, best
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
@@ -60,7 +62,8 @@ class Search:
         self.history: list[Evaluation] = [Evaluation.from_json(d) for d in store.evaluations(run_id)]
         self.notes: list[str] = []
         self.planner = Planner(budget, clock)
-        self.evaluator = Evaluator(task, cfg, out_dir, self.notes, say, clock)
+        self.phases = Phases(clock)                   # where the time goes (api.optimize adds prepare, the emitted check)
+        self.evaluator = Evaluator(task, cfg, out_dir, self.notes, say, clock, self.phases)
         self.graph: GraphInfo | None = None
         self.machine: dict[str, Any] = {}               # targets.Machine of the device, as a dict
         self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
@@ -89,16 +92,8 @@ class Search:
 
     # ------------------------------------------------------------ the run
     def run(self) -> None:
-        self.graph = self.analyse(self.task.oracle.model, self.task.oracle.ops)
-        if not self.graph.traced:
-            self.notes.append(self.graph.note)
-        else:
-            applied = {k: v for k, v in self.graph.patterns.items() if v}
-            where = ", ".join(f"{k} ({v} place{'s' if v > 1 else ''})" for k, v in applied.items())
-            self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
-                              "every other op is left as the reference wrote it (runtime configurations only)")
-        machine = self._machine()
-        self.fusion_estimates(machine)
+        with self.phases.timed("analysis"):
+            self._analyse()
         self.evaluator.start_spares()                 # starts while the baselines build
         self.baselines()
         if self.planner.left() <= self.planner.reserve_s(self.best()):
@@ -112,9 +107,24 @@ class Search:
         for p in self.proposers:
             restore = getattr(p, "restore", None)
             if restore is not None and self.history:
-                restore(self.context(), [e.candidate for e in self.history])
+                with self.phases.timed("propose"):
+                    restore(self.context(), [e.candidate for e in self.history])
         Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
-             self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append).run()
+             self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append,
+             phase=self.phases.timed).run()
+
+    def _analyse(self) -> None:
+        """The reference's graph, the machine model, the fusion estimates."""
+        self.graph = self.analyse(self.task.oracle.model, self.task.oracle.ops)
+        if not self.graph.traced:
+            self.notes.append(self.graph.note)
+        else:
+            applied = {k: v for k, v in self.graph.patterns.items() if v}
+            where = ", ".join(f"{k} ({v} place{'s' if v > 1 else ''})" for k, v in applied.items())
+            self.notes.append(f"graph: {self.graph.summary()}; rewrites that apply: {where or 'none'}; "
+                              "every other op is left as the reference wrote it (runtime configurations only)")
+        machine = self._machine()
+        self.fusion_estimates(machine)
 
     def baselines(self) -> None:
         """Eager and torch.compile, built and timed side by side or read from the store. Building them counts
@@ -147,8 +157,9 @@ class Search:
     def confirm(self) -> None:
         """The best claimed candidates judged and timed afresh (evaluator.confirm)."""
         self.confirm_ran = True
-        self.confirmed, self.confirmations = evaluator_mod.confirm(
-            self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
+        with self.phases.timed("confirmation", collapse=True):
+            self.confirmed, self.confirmations = evaluator_mod.confirm(
+                self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
 
     def context(self, generation: int = 0, mode: str = EXPLORE) -> Context:
         t = self.task
@@ -190,7 +201,8 @@ class Search:
             self.evaluator.estimates = {}
 
     def close(self) -> None:
-        self.evaluator.close()
+        with self.phases.timed("cleanup"):
+            self.evaluator.close()
 
 
 def finalize(search: Search) -> OptimizeResult:
@@ -218,4 +230,4 @@ def finalize(search: Search) -> OptimizeResult:
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best_ev, final=final, best_ms=best_ms,
         evaluations=history, conditions=conditions(t.device),
         contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
-        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations))
+        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations), phases=search.phases.to_json())

@@ -18,6 +18,7 @@ from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares
 from ..store import Store
+from .phases import Phases
 from .policy import Clock, Planner, SearchConfig
 
 JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
@@ -27,8 +28,9 @@ class Evaluator:
     """Judges and times candidates of one task. `notes` is the run's list (profiles that fail are noted)."""
 
     def __init__(self, task: Task, cfg: GateConfig, out_dir: Path, notes: list[str], say: Callable[[str], None],
-                 clock: Clock = time.monotonic):
+                 clock: Clock = time.monotonic, phases: Phases | None = None):
         self.task, self.cfg, self.out_dir, self.notes, self.say, self.clock = task, cfg, out_dir, notes, say, clock
+        self.phases = phases or Phases(clock)
         self.base_label = ""
         self.timings: dict[str, Timing] = {}
         self.base_sessions: dict[str, Session] = {}
@@ -39,19 +41,23 @@ class Evaluator:
 
     def start_spares(self) -> None:
         """Start the next candidate's worker (while the baselines build)."""
-        self.spares = Spares(**worker_limits(self.task, self.cfg))
-        self.spares.refill()
+        with self.phases.timed("spares"):
+            self.spares = Spares(**worker_limits(self.task, self.cfg))
+            self.spares.refill()
 
     # ------------------------------------------------------------ baselines
     def baselines(self, store: Store, tcfg: TimingConfig, timing_for: Callable[[float], TimingConfig],
                   profile: bool) -> None:
         """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
         only those within 10% of the faster stay alive. The faster one is profiled."""
-        b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for)
+        with self.phases.timed("baselines"):
+            b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for)
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
         if profile:
-            self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes, self.base_label)
+            with self.phases.timed("profiling"):
+                self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes,
+                                                        self.base_label)
             if self.base_insight:
                 self.notes.append(f"faster baseline ({self.base_label}): {self.base_insight['bottleneck']}")
                 self.say(f"baseline {self.base_label}: {self.base_insight['bottleneck']}")
@@ -68,6 +74,12 @@ class Evaluator:
                        build_timeout: float | None = None) -> Evaluation:
         """The full gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
         at `deadline`, at least 2), then a profile (skipped past the deadline)."""
+        with self.phases.candidate(c.id):
+            return self._judge_and_time(c, tcfg, profile, deadline, build_timeout)
+
+    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None,
+                        build_timeout: float | None) -> Evaluation:
+        ph = self.phases
         path = self.out_dir / "candidates" / f"{c.id}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
@@ -76,26 +88,31 @@ class Evaluator:
         # its first call, where only the call's timeout stops it)
         cfg = self.cfg if build_timeout is None else replace(
             self.cfg, build_timeout=build_timeout, call_timeout=min(self.cfg.call_timeout, build_timeout))
-        verdict, s = judge_session(self.task, spec, cfg, self.spares)
+        verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
                 sessions = {**self.base_sessions, c.id: s}
                 # a spread over fewer rounds is wider, so the claim threshold rises with it
-                timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None, deadline)
+                with ph.timed("timing"):
+                    timings, rejected = bench_mod.measure(self.task, sessions, self.cfg, tcfg, lambda m: None,
+                                                          deadline)
                 if c.id in rejected:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
-                    found = (summary.try_observe(s, self.notes, c.strategy)
-                             if profile and (deadline is None or self.clock() < deadline) else None)
+                    found = None
+                    if profile and (deadline is None or self.clock() < deadline):
+                        with ph.timed("profiling"):
+                            found = summary.try_observe(s, self.notes, c.strategy)
                     ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]),
                                     self._with_estimate(c, found, timings[c.id]))
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
                                            message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
             finally:
-                s.worker.close()
+                with ph.timed("cleanup"):
+                    s.worker.close()
         return ev
 
     def _with_estimate(self, c: Candidate, found: dict[str, Any] | None, measured: Timing) -> dict[str, Any] | None:

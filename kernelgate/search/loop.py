@@ -3,10 +3,11 @@ budget. It knows proposers only through the `Proposer` protocol and evaluations 
 tests/search/test_search_loop.py runs it with a fake proposer and a fake evaluator."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 from ..proposers import EXPLORE, RESTART, Context, Proposer, modes_of
 from ..records import Candidate, Evaluation
@@ -43,6 +44,7 @@ class Loop:
     history     the run's evaluations so far (appended to)
     record      each evaluation as it is made (the store)
     note        what the result should record (a proposer that failed)
+    phase       name -> a context that times that part of the run (phases.Phases.timed: "propose")
 
     A proposer that raises is left out for the rest of the run (noted); the others go on.
     """
@@ -51,8 +53,10 @@ class Loop:
                  planner: Planner, cfg: SearchConfig, context: Callable[[int, str], Context],
                  history: list[Evaluation], rng: random.Random, say: Callable[[str], None],
                  record: Callable[[Evaluation], None] = lambda ev: None,
-                 note: Callable[[str], None] = lambda m: None):
+                 note: Callable[[str], None] = lambda m: None,
+                 phase: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()):
         self.proposers, self.evaluate, self.planner, self.cfg = list(proposers), evaluate, planner, cfg
+        self.phase = phase
         self.context, self.history, self.rng, self.say, self.record = context, history, rng, say, record
         self.note = note
         self.propose_s: dict[str, float] = {}       # proposer name -> seconds its last proposal took
@@ -123,7 +127,8 @@ class Loop:
             asked += 1
             t0 = self.planner.clock()
             try:
-                got = self.ask(p, ctx, self.cfg.share(p.name))
+                with self.phase("propose"):
+                    got = self.ask(p, ctx, self.cfg.share(p.name))
             except Exception as e:  # noqa: BLE001 - one proposer's failure is not the run's
                 log.exception("proposer %s failed", p.name)
                 msg = f"proposer {p.name} failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): " \
