@@ -11,7 +11,9 @@ Modules: backends.py (OpenAI-compatible, Anthropic, a command: `complete(message
 (`openai:MODEL@URL` / `anthropic:MODEL` / `cmd:...` and the CLI's separate arguments), accounting.py
 (prices, usage, ledger, limits; `Client`: retries with backoff, timeouts, a concurrency cap), prompts.py
 (prompts from the Context and the gate's verdicts), parse.py (code out of a reply), agents.py (roles, short
-histories), proposer.py (`LLMProposer`). The SDKs are optional: `pip install 'kernelgate[llm]'`.
+histories), proposer.py (`LLMProposer`), split.py (a forward in torch.fx pieces, each a workload of its own;
+the whole-model candidate with optimized pieces substituted), supervisor.py (the agent role "supervisor":
+`agents=("explorer", "refiner", "supervisor")` optimizes a multi-layer model a piece at a time). The SDKs are optional: `pip install 'kernelgate[llm]'`.
 """
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from .backends import (AnthropicBackend, Backend, CommandBackend, LLMError, Open
 from .parse import Parsed, extract_code, language_of
 from .proposer import Attempt, LLMProposer
 from .spec import Spec, make_backend, parse_spec
+from .split import Piece, Split, recompose_body, split_reference
+from .supervisor import Supervisor
 
 __all__ = ["PRICES", "Agent", "AnthropicBackend", "Attempt", "Backend", "Call", "Client", "CommandBackend",
-           "LLMError", "LLMProposer", "Ledger", "Limits", "OpenAIBackend", "Parsed", "Prices", "Reply",
-           "RequestError", "Spec", "Spent", "Usage", "agent_env", "extract_code", "language_of", "make_backend",
-           "parse_prices", "parse_spec"]
+           "LLMError", "LLMProposer", "Ledger", "Limits", "OpenAIBackend", "Parsed", "Piece", "Prices", "Reply",
+           "RequestError", "Spec", "Spent", "Split", "Supervisor", "Usage", "agent_env", "extract_code",
+           "language_of", "make_backend", "parse_prices", "parse_spec", "recompose_body", "split_reference"]

@@ -1,7 +1,8 @@
 """An agent: a role, a short conversation kept within a token budget, and what it is owed about its own
 last candidate.
 
-Roles: an explorer proposes new approaches; a refiner improves the best candidate. Either becomes a fixer
+Roles: an explorer proposes new approaches; a refiner improves the best candidate; a supervisor optimizes
+one piece of a multi-layer model at a time (supervisor.py). Each becomes a fixer
 for a turn when its own last candidate failed: a build error comes back to it with the error lines, a wrong
 result with the measured error (up to `max_fixes` tries in a row, then it moves on); an accepted candidate
 comes back with its time and bottleneck. A reply with no usable code, or code identical to a candidate
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from ...records import Evaluation
 from .backends import Message, estimate_tokens
 
-ROLES = ("explorer", "refiner")
+ROLES = ("explorer", "refiner", "supervisor")      # supervisor: a piece of the model at a time (supervisor.py)
 TURNS = ("explore", "refine", "fix")
 
 

@@ -23,6 +23,7 @@ from .agents import Agent
 from .backends import Backend, LLMError
 from .parse import extract_code
 from .spec import Spec, make_backend, parse_spec
+from .supervisor import ROLE as SUPERVISOR, Supervisor
 
 
 @dataclass
@@ -62,7 +63,7 @@ class LLMProposer:
 
     def __init__(self, client: Client, *, agents: Sequence[str] = ("explorer", "refiner"),
                  hints: Iterable[str] = (), history_tokens: int = 12_000, max_fixes: int = 3,
-                 failures_shown: int = 4):
+                 failures_shown: int = 4, min_pieces: int = 2, max_pieces: int = 6):
         self.client = client
         counts: dict[str, int] = {}
         self.agents: list[Agent] = []
@@ -70,7 +71,8 @@ class LLMProposer:
             counts[role] = counts.get(role, 0) + 1
             self.agents.append(Agent(f"{role}-{counts[role]}", role, history_tokens, max_fixes))
         if not self.agents:
-            raise LLMError("the LLM proposer needs at least one agent (explorer or refiner)")
+            raise LLMError("the LLM proposer needs at least one agent (explorer, refiner or supervisor)")
+        self.supervisor = Supervisor(min_pieces, max_pieces)   # for agents with the role "supervisor"
         self.hints: list[str] = [h for h in hints if h and h.strip()]
         self.failures_shown = failures_shown
         self.attempts: list[Attempt] = []
@@ -172,22 +174,35 @@ class LLMProposer:
             a = self._agent_of(e)
             if a is not None:
                 a.on_verdict(e)
+                if a.role == SUPERVISOR:
+                    self.supervisor.on_verdict(e, ctx.baseline_ms)
                 if e.accepted:
                     a.news.append(prompts.verdict_feedback(e, ctx))
 
     def _plan(self, ctx: Context, n: int) -> list[_Job]:
         has_best = ctx.best() is not None
-        k = len(self.agents)
-        planned = [a.turn(has_best) for a in self.agents]
+        agents = [a for a in self.agents if a.role != SUPERVISOR or self._supervised(ctx)]
+        k = len(agents)
+        planned = [a.turn(has_best) for a in agents]
         # repairs first; then the agents in turn (with n below the number of agents, each gets its go)
         order = sorted(range(k), key=lambda i: (planned[i] != "fix", (i - self.calls + 1) % k))
-        turns = [(self.agents[i], planned[i]) for i in order]
+        turns = [(agents[i], planned[i]) for i in order]
         system = prompts.system_prompt(ctx, self.hints)
         jobs = []
         for agent, turn in turns[:n]:
+            if agent.role == SUPERVISOR:       # its piece first: the prompts are the piece's
+                self.supervisor.piece_for(agent, fresh=turn != "fix")
             user, parent = self._request(ctx, agent, turn)
-            jobs.append(_Job(agent, turn, user, agent.messages(system, user), parent))
+            text = self.supervisor.system(ctx, agent, self.hints) if agent.role == SUPERVISOR else system
+            jobs.append(_Job(agent, turn, user, agent.messages(text, user), parent))
         return jobs
+
+    def _supervised(self, ctx: Context) -> bool:
+        """Whether the supervisor's agents are enabled on this workload (said once in notes when not)."""
+        if self.supervisor.enabled(ctx):
+            return True
+        self._note(self.supervisor.note())
+        return False
 
     def _request(self, ctx: Context, agent: Agent, turn: str) -> tuple[str, str | None]:
         """The user turn and the candidate the reply will refine (its parent)."""
@@ -205,8 +220,16 @@ class LLMProposer:
             parent = agent.retry_parent
         elif turn == "fix":
             e = agent.last
-            parts.append(prompts.fix_prompt(e, ctx, with_code=not agent.has_reply_for(e.candidate.id)))
+            with_code = not agent.has_reply_for(e.candidate.id)
+            if agent.role == SUPERVISOR:       # its code is the piece's, not the recomposed model's
+                parts.append(prompts.fix_prompt(e, ctx) + ("\nYour code for the piece was:\n```python\n"
+                                                           + self.supervisor.code_of(e.candidate.id) + "\n```"
+                                                           if with_code else ""))
+            else:
+                parts.append(prompts.fix_prompt(e, ctx, with_code=with_code))
             parent = e.candidate.id
+        elif agent.role == SUPERVISOR:
+            parts.append(self.supervisor.fresh_prompt(ctx, agent))
         else:
             parts.append(self._fresh(ctx, turn, own))
             parent = ctx.best().candidate.id if turn == "refine" else None
@@ -250,9 +273,16 @@ class LLMProposer:
             self.attempts.append(Attempt(agent.name, job.turn, "no_code", parsed.reason, usage=usage,
                                          finish=reply.finish))
             return None
-        c = make_candidate(ctx, f"llm:{agent.name}:{job.turn}", parsed.code, parent=job.parent,
-                           params={"agent": agent.name, "turn": job.turn, "model": reply.model},
-                           language=parsed.language, generation=gen, proposer=self.name)
+        piece, codes = None, {}
+        if agent.role == SUPERVISOR:            # the whole model, with the piece substituted
+            piece, body, codes = self.supervisor.body(agent, parsed.code)
+            c = make_candidate(ctx, f"llm:{agent.name}:{piece}", body, parent=job.parent,
+                               params={"agent": agent.name, "piece": piece, "turn": job.turn, "model": reply.model},
+                               language=parsed.language, generation=gen, proposer=self.name)
+        else:
+            c = make_candidate(ctx, f"llm:{agent.name}:{job.turn}", parsed.code, parent=job.parent,
+                               params={"agent": agent.name, "turn": job.turn, "model": reply.model},
+                               language=parsed.language, generation=gen, proposer=self.name)
         if c.id in tried or c.id in self._owner:
             agent.remember(job.user, reply.text)
             prior = next((e.candidate.strategy for e in ctx.history if e.candidate.id == c.id), c.strategy)
@@ -263,6 +293,8 @@ class LLMProposer:
             return None
         agent.remember(job.user, reply.text, c.id)
         self._owner[c.id] = agent
+        if piece is not None:
+            self.supervisor.took(c.id, piece, codes)
         self.attempts.append(Attempt(agent.name, job.turn, "candidate", "", c.id, usage, reply.finish))
         return replace(c, usage=usage)
 
