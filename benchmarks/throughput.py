@@ -94,7 +94,7 @@ def main() -> int:
                 r = {**run_one(w, args.target, args.budget, store, out), "cold": {k: r[k] for k in (
                     "run_s", "candidates", "candidates_per_90s")}}
         rows.append(r)
-        print(table([r]).splitlines()[-1], flush=True)
+        print(table([r]).splitlines()[1], flush=True)
     print(table(rows))
     if args.out:
         doc = {"label": args.label, "note": args.note, "budget_s": float(args.budget), "target": args.target,

@@ -144,15 +144,21 @@ class Search:
 
     def evaluate(self, c: Candidate) -> Evaluation:
         """Gate, then time against the live baselines, interleaved (rounds stop where the time kept for the
-        end of the run begins)."""
+        end of the run begins). A parametric variant of a family that passed the full gate gets fewer main
+        trials (SearchConfig.variant_trials; docs/GATE.md "Parametric variants"); a candidate slower than
+        SearchConfig.profile_min is not profiled."""
         deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(self.best()))
-        return self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline)
+        return self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline,
+                                    history=self.history, profile_min=min(self.scfg.profile_min,
+                                                                          self.scfg.promising_host))
 
-    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool,
-                        deadline: float | None = None) -> Evaluation:
+    def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
+                        history: Sequence[Evaluation] = (), profile_min: float = 0.0) -> Evaluation:
+        """The confirmation calls this without `history`: the full gate, always."""
         # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
         build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(self.best())))
-        return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build)
+        return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
+                                             self.scfg.variant_trials if history else 0, profile_min)
 
     def confirm(self) -> None:
         """The best claimed candidates judged and timed afresh (evaluator.confirm)."""

@@ -13,13 +13,13 @@ from ..config import GateConfig, TimingConfig
 from ..gate import baselines as baselines_mod
 from ..gate import bench as bench_mod
 from ..gate import timing
-from ..gate.judge import Rejected, Session, Task, judge_session, worker_limits
+from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session, worker_limits
 from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares
 from ..store import Store
 from .phases import Phases
-from .policy import Clock, Planner, SearchConfig
+from .policy import Clock, Planner, SearchConfig, variant_anchor
 
 JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
 
@@ -71,14 +71,29 @@ class Evaluator:
 
     # ------------------------------------------------------------ one candidate
     def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
-                       build_timeout: float | None = None) -> Evaluation:
-        """The full gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
-        at `deadline`, at least 2), then a profile (skipped past the deadline)."""
+                       build_timeout: float | None = None, history: Sequence[Evaluation] = (),
+                       variant_trials: int = 0, profile_min: float = 0.0) -> Evaluation:
+        """The gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
+        at `deadline`, at least 2), then a profile (skipped past the deadline, and below `profile_min` times the
+        baseline). The full gate, except for a parametric variant of a family in `history` that passed it
+        (policy.variant_anchor): `variant_trials` main trials then, every other check as always."""
         with self.phases.candidate(c.id):
-            return self._judge_and_time(c, tcfg, profile, deadline, build_timeout)
+            return self._judge_and_time(c, tcfg, profile, deadline, build_timeout, history, variant_trials,
+                                        profile_min)
+
+    def trial_plan(self, c: Candidate, history: Sequence[Evaluation], variant_trials: int) -> tuple[int, str]:
+        """(main trials, why fewer than the gate's default; "" for the full gate)."""
+        if variant_trials <= 0 or variant_trials >= self.cfg.trials:
+            return self.cfg.trials, ""
+        anchor = variant_anchor(c, history, full_gate)
+        if anchor is None:
+            return self.cfg.trials, ""
+        return variant_trials, (f"a parametric variant (tuning parameters only) of {anchor.candidate.strategy} "
+                                f"[{anchor.candidate.id}], which passed the full gate ({self.cfg.trials} main trials)")
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None,
-                        build_timeout: float | None) -> Evaluation:
+                        build_timeout: float | None, history: Sequence[Evaluation], variant_trials: int,
+                        profile_min: float) -> Evaluation:
         ph = self.phases
         path = self.out_dir / "candidates" / f"{c.id}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +103,10 @@ class Evaluator:
         # its first call, where only the call's timeout stops it)
         cfg = self.cfg if build_timeout is None else replace(
             self.cfg, build_timeout=build_timeout, call_timeout=min(self.cfg.call_timeout, build_timeout))
-        verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed)
+        trials, reduced = self.trial_plan(c, history, variant_trials)
+        if reduced:
+            cfg = replace(cfg, trials=trials)
+        verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed, reduced=reduced)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
@@ -101,12 +119,12 @@ class Evaluator:
                     ev = Evaluation(c, rejected[c.id])
                 else:
                     base = min((timings[b] for b in self.base_sessions), key=lambda t: t.median_ms)
+                    sp = timing.speedup(base, timings[c.id])
                     found = None
-                    if profile and (deadline is None or self.clock() < deadline):
+                    if profile and sp.ratio >= profile_min and (deadline is None or self.clock() < deadline):
                         with ph.timed("profiling"):
                             found = summary.try_observe(s, self.notes, c.strategy)
-                    ev = Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]),
-                                    self._with_estimate(c, found, timings[c.id]))
+                    ev = Evaluation(c, verdict, timings[c.id], base, sp, self._with_estimate(c, found, timings[c.id]))
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
                                            message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
@@ -130,6 +148,12 @@ class Evaluator:
             s.worker.close()
         if self.spares is not None:
             self.spares.close()
+
+
+def full_gate(e: Evaluation) -> bool:
+    """Whether e's verdict came from the full gate (not a reduced trial plan): only such a verdict anchors a
+    family (policy.variant_anchor)."""
+    return not any(ch.name == REDUCED_PLAN for ch in e.verdict.checks)
 
 
 # ------------------------------------------------------------------ the confirm step

@@ -15,7 +15,7 @@ from ..proposers import EXPLORE, REFINE, RESTART
 from ..records import Candidate, Evaluation
 
 __all__ = ["Budget", "SearchConfig", "OutOfBudget", "Planner", "Modes", "PLAN_SHARE", "EXPLORE", "REFINE",
-           "RESTART", "best", "best_ratio", "promising", "cost_kind", "family"]
+           "RESTART", "best", "best_ratio", "promising", "cost_kind", "family", "TUNING_PARAMS", "variant_anchor"]
 
 Clock = Callable[[], float]
 
@@ -40,6 +40,12 @@ class SearchConfig:
                                                  # (default: per_generation each)
     empty_generations: int = 3            # generations in a row without a proposal that end the search (one
                                           # ends it when every proposer lists its modes or has stopped)
+    variant_trials: int = 4               # main trials for a parametric variant of a family that passed the full
+                                          # gate (variant_anchor; docs/GATE.md "Parametric variants"); 0: never
+                                          # reduce. 4 is the fewest that keeps every kind of trial: the given
+                                          # inputs, perturbed parameters, both complementary negations
+    profile_min: float = 0.6              # profile an accepted candidate only from this speedup up (none slower can
+                                          # be `promising`, whose lowest bar is promising_host)
 
     def share(self, proposer: str) -> int:
         return dict(self.shares).get(proposer, self.per_generation)
@@ -76,6 +82,70 @@ def promising(history: Sequence[Evaluation], cfg: SearchConfig) -> bool:
         host = str((e.insight or {}).get("bound", "")) in ("launch", "latency")
         return e.speedup.ratio >= (cfg.promising_host if host else cfg.promising)
     return any(near(e) for e in history)
+
+
+# ------------------------------------------------------------------ parametric variants
+
+#: Parameters of the strategy library's levels (proposers/library: triton_kernels.VARIANTS, triton_fusion.VARIANTS,
+#: the GEMM configurations) that choose how a kernel is scheduled, never what it computes: tile sizes, warps per
+#: program, pipeline stages. Two stacks whose levels differ only in these compute the same function (up to the
+#: order of floating-point accumulation, which the tolerance covers). Parameters left out change what runs:
+#: `fp32_precision` (TF32 or not), `triton_epilogue` (another code path), a compile `mode` (CUDA graphs or not),
+#: cudagraph `outputs` (copies or the graph's own buffers). tests/search/test_search_variants.py checks each
+#: name here against the library's strategies and their variants.
+TUNING_PARAMS: dict[str, frozenset[str]] = {
+    "triton:softmax": frozenset({"num_warps"}),
+    "triton:layernorm": frozenset({"num_warps"}),
+    "triton:attention": frozenset({"block_m", "block_n", "num_warps", "num_stages"}),
+    "triton:pointwise": frozenset({"block", "num_warps"}),
+    "triton:gemm-epilogue": frozenset({"block", "num_warps"}),
+    "triton:gemm": frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"}),
+    "triton:gemm-3xtf32": frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"}),
+}
+
+LIBRARY = "library"
+
+
+def _tuning_only(a: Candidate, b: Candidate) -> bool | None:
+    """Whether b's stack is a's with only tuning parameters changed: None when the stacks are not of one family
+    (other levels, other order, other parameter names, or a change to a parameter that is not tuning), False
+    when they are the same stack, True for a parametric variant."""
+    if len(a.stack) != len(b.stack) or not a.stack:
+        return None
+    differs = False
+    for x, y in zip(a.stack, b.stack):
+        px, py = dict(x.params), dict(y.params)
+        if x.name != y.name or set(px) != set(py):
+            return None
+        changed = {k for k in px if px[k] != py[k]}
+        if changed - TUNING_PARAMS.get(x.name, frozenset()):
+            return None
+        differs = differs or bool(changed)
+    return differs
+
+
+def variant_anchor(c: Candidate, history: Sequence[Evaluation],
+                   full_gate: Callable[[Evaluation], bool] = lambda e: True) -> Evaluation | None:
+    """The evaluation that makes `c` a parametric variant of a family that passed, or None (then c gets the
+    full gate). c qualifies only when it is the strategy library's (never an LLM's or a person's), has a typed
+    stack, and some accepted library candidate whose verdict came from the full gate (`full_gate`) has the same
+    stack with only TUNING_PARAMS values changed; and no member of that family (tuning-only variants of c) was
+    rejected in this run (a family with one failure gets the full gate for every further variant)."""
+    if c.proposer != LIBRARY or not c.stack:
+        return None
+    anchor = None
+    for e in history:
+        o = e.candidate
+        if o.proposer != LIBRARY or o.id == c.id:
+            continue
+        rel = _tuning_only(o, c)
+        if rel is None:
+            continue
+        if not e.accepted:
+            return None
+        if anchor is None and rel and full_gate(e):
+            anchor = e
+    return anchor
 
 
 # ------------------------------------------------------------------ cost priors
