@@ -13,7 +13,8 @@ Modules: backends.py (OpenAI-compatible, Anthropic, a command: `complete(message
 (prompts from the Context and the gate's verdicts), parse.py (code out of a reply), agents.py (roles, short
 histories), proposer.py (`LLMProposer`), split.py (a forward in torch.fx pieces, each a workload of its own;
 the whole-model candidate with optimized pieces substituted), supervisor.py (the agent role "supervisor":
-`agents=("explorer", "refiner", "supervisor")` optimizes a multi-layer model a piece at a time). The SDKs are optional: `pip install 'kernelgate[llm]'`.
+`agents=("explorer", "refiner", "supervisor")` optimizes a multi-layer model a piece at a time). The SDKs
+are optional: `pip install 'kernelgate[llm]'`.
 """
 from __future__ import annotations
 

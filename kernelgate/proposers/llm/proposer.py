@@ -182,6 +182,8 @@ class LLMProposer:
     def _plan(self, ctx: Context, n: int) -> list[_Job]:
         has_best = ctx.best() is not None
         agents = [a for a in self.agents if a.role != SUPERVISOR or self._supervised(ctx)]
+        if not agents:                         # a supervisor alone, on a model that does not split
+            self._stop(self.supervisor.note())
         k = len(agents)
         planned = [a.turn(has_best) for a in agents]
         # repairs first; then the agents in turn (with n below the number of agents, each gets its go)

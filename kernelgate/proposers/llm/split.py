@@ -36,6 +36,8 @@ import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 from torch.fx.passes.split_module import split_module
 
+from ...profiling import roofline
+
 #: layers whose call starts a piece
 ANCHOR_MODULES = (nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
                   nn.ConvTranspose3d, nn.MultiheadAttention, nn.RNNBase, nn.Embedding, nn.EmbeddingBag)
@@ -141,7 +143,6 @@ def _meta_line(m: Any) -> str:
 
 def _cost(sub: nn.Module, inputs: list[Any], machine: dict[str, Any]) -> tuple[float, float, float]:
     try:
-        from ...profiling import roofline
         work = roofline.count(sub, inputs)
     except Exception:  # noqa: BLE001 - an op the counter cannot run on meta: uncounted, ordered last
         return 0.0, 0.0, 0.0

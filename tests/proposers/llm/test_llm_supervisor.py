@@ -134,7 +134,8 @@ def test_a_three_layer_forward_splits_at_its_layers_most_expensive_first():
         piece = ns["Model"](*ns["get_init_inputs"]())
         assert [tuple(t.shape) for t in ns["get_inputs"]()] == [tuple(int(d) for d in s.split("[")[1][:-1].split(", "))
                                                                  for _, s in p.inputs]
-        piece.load_state_dict({k: v for k, v in model.state_dict().items() if k.split(".")[0] in dict(piece.named_children())})
+        mine = dict(piece.named_children())
+        piece.load_state_dict({k: v for k, v in model.state_dict().items() if k.split(".")[0] in mine})
         torch.testing.assert_close(piece(*[values[n] for n, _ in p.inputs]), want[p.name])
         assert "fc3" not in p.source or p.name == "submod_2"
 
@@ -208,7 +209,8 @@ def test_pieces_proposed_recomposed_and_judged_end_to_end(openai_server, tmp_pat
     s.add(("reply", WRONG_FC1))
     [bad] = p.propose(ctx, RNG, 1)
     system = s.requests[-1]["body"]["messages"][0]["content"]
-    assert "nn.LayerNorm((128,)" in system and "`x` float32[64, 32]" in s.requests[-1]["body"]["messages"][-1]["content"]
+    user = s.requests[-1]["body"]["messages"][-1]["content"]
+    assert "nn.LayerNorm((128,)" in system and "`x` float32[64, 32]" in user
     assert "self.fc2" not in system and bad.strategy == "llm:supervisor-1:submod_0"
     v2 = judge(bad)
     assert not v2.accepted and v2.reason == Reason.MISMATCH, f"{v2.reason.value}: {v2.message}"
@@ -221,3 +223,23 @@ def test_pieces_proposed_recomposed_and_judged_end_to_end(openai_server, tmp_pat
     assert "rejected: mismatch" in fix and "Fix it" in fix and fixed.strategy == "llm:supervisor-1:submod_0"
     assert fixed.parent == bad.id
     assert any(m["content"] == WRONG_FC1 for m in s.requests[-1]["body"]["messages"])   # the same conversation
+
+
+def test_a_faster_piece_is_kept_in_the_next_pieces_candidates(openai_server):
+    from llm_fakes import accepted
+    s = openai_server
+    p = proposer(s.url, agents=("supervisor",))
+    ctx = context(LAYERS)
+    s.add(("reply", FAST_FC2), ("reply", WRONG_FC1))
+    [first] = p.propose(ctx, RNG, 1)
+    ctx = replace(ctx, history=(accepted(first, 0.04, base_ms=0.05),), generation=1)   # beat the baseline
+    [second] = p.propose(ctx, RNG, 1)
+    assert dict(second.params)["piece"] == "submod_0"
+    assert "'submod_1': r'''" in second.source and "'submod_0': r'''" in second.source   # both substituted
+    assert "addmm" in second.source and "0.47715" in second.source
+
+
+def test_a_supervisor_alone_stops_on_a_model_that_does_not_split(openai_server):
+    p = proposer(openai_server.url, agents=("supervisor",))
+    assert p.propose(context(UNTRACEABLE), RNG, 2) == [] and openai_server.requests == []
+    assert p.stopped and "torch.fx" in p.stopped
