@@ -59,6 +59,9 @@ def _proposer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-max-cost", type=float, default=None, metavar="USD",
                    help="stop asking the model past this cost")
     p.add_argument("--llm-max-requests", type=int, default=None, metavar="N", help="stop asking after N requests")
+    p.add_argument("--llm-agents", default=None, metavar="ROLES",
+                   help="the LLM agents, comma-separated from explorer, refiner, supervisor (the supervisor splits a "
+                        "multi-layer forward into FX pieces and optimizes one at a time); default explorer,refiner")
     p.add_argument("--hint", action="append", default=[], metavar="TEXT",
                    help="a hint put in every prompt (repeatable)")
     p.add_argument("--hints", action="append", default=[], metavar="FILE",
@@ -308,8 +311,17 @@ def proposer_options(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[st
     if args.llm_max_requests is not None and args.llm_max_requests < 1:
         raise KernelgateError(f"--llm-max-requests must be at least 1, got {args.llm_max_requests}", Reason.USAGE)
     prices = _prices(args.llm_price)
+    agents = None
+    if args.llm_agents is not None:
+        from .proposers.llm.agents import ROLES
+        agents = tuple(a.strip() for a in args.llm_agents.split(",") if a.strip())
+        bad = [a for a in agents if a not in ROLES]
+        if bad or not agents:
+            raise KernelgateError(f"--llm-agents {args.llm_agents}: "
+                                  f"{'unknown ' + ', '.join(bad) if bad else 'names no agent'}; known: {', '.join(ROLES)}",
+                                  Reason.USAGE)
     extra = [f for f, v in (("--llm-price", args.llm_price), ("--llm-max-cost", args.llm_max_cost),
-                            ("--llm-max-requests", args.llm_max_requests)) if v not in (None, [])]
+                            ("--llm-max-requests", args.llm_max_requests), ("--llm-agents", agents)) if v not in (None, [])]
     if "llm" not in names:
         if extra:
             why = "--proposer leaves it out" if spec else f"no LLM is set: set {LLM_FLAGS}"
@@ -325,6 +337,8 @@ def proposer_options(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[st
         llm["prices"] = prices
     if args.llm_max_cost is not None or args.llm_max_requests is not None:
         llm["limits"] = Limits(max_requests=args.llm_max_requests, max_cost_usd=args.llm_max_cost)
+    if agents:
+        llm["agents"] = agents
     return names, llm, hints
 
 

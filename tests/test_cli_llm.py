@@ -95,6 +95,14 @@ def test_endpoint_model_prices_limits_and_hints_reach_the_api(write, capsys, cap
                           "# Hints\n\nThe linear layer is memory-bound at this size.\n\n- keep fp32")
 
 
+def test_llm_agents_choose_the_roles_the_supervisor_included(write, capsys, captured):
+    run(capsys, "optimize", write("ref.py", REF), "--llm-cmd", "cat -", "--llm-agents", "explorer,supervisor", "--json")
+    c = captured[0]
+    assert c["llm"]["agents"] == ("explorer", "supervisor")
+    p = LLMProposer.from_args(**c["llm"])
+    assert sorted(a.role for a in p.agents) == ["explorer", "supervisor"]
+
+
 def test_the_llm_keywords_are_what_llmproposer_from_args_takes(write, capsys, captured):
     """The dictionary the CLI passes builds a proposer (the command backend needs no SDK and no key)."""
     run(capsys, "optimize", write("ref.py", REF), "--llm-cmd", "cat -", "--llm-max-requests", "3",
@@ -150,6 +158,8 @@ def test_the_text_output_has_the_llm_line(write, capsys, monkeypatch):
     (["--llm", "m", "--llm-max-requests", "0"], "at least 1"),
     (["--llm-max-cost", "1"], "no LLM is set: set --llm SPEC"),
     (["--proposer", "builtin", "--llm", "m", "--llm-max-requests", "3"], "--proposer leaves it out"),
+    (["--llm", "m", "--llm-agents", "explorer,critic"], "unknown critic; known: explorer, refiner, supervisor"),
+    (["--llm", "m", "--llm-agents", ","], "names no agent"),
 ])
 def test_bad_proposer_flags_are_usage_errors(write, capsys, captured, tmp_path, argv, words):
     """Exit 2 with one line, before any work: the API is never called."""
