@@ -33,14 +33,14 @@ WRONG = REF + """
 class ModelNew(Model):
     def forward(self, x):
         y = super().forward(x)
-        return y if float(self.lin.bias.abs().max()) < 0.5 else y + 1e-2    # wrong once parameters move
+        return y if float(x.abs().max()) < 6.0 else y + 1e-2    # wrong on heavy-tailed and wide inputs
 """
 
 
 def kind(name: str) -> str:
     """A check's kind: trial numbers and distributions dropped ("trial 3 (heavy, perturbed params)" ->
     "trial (perturbed params)")."""
-    if name.startswith("trial ") and "(" in name:
+    if name.startswith("trial ") and "(" in name and name != judge_mod.REDUCED_PLAN:
         notes = [n for n in name[name.index("(") + 1:-1].split(", ") if n not in workload.TRIAL_KINDS]
         return "trial (" + ", ".join(sorted(re.sub(r"\d+", "N", n) for n in notes)) + ")"
     return re.sub(r"\d+", "N", name)
@@ -88,7 +88,7 @@ def test_reduced_plan_runs_the_same_kinds_of_checks(task):
     assert full.accepted and reduced.accepted, (full.message, reduced.message)
     assert main_trials(full) == 8 and main_trials(reduced) == 4
     kinds_full = {kind(c.name) for c in full.checks}
-    kinds_reduced = {kind(c.name) for c in reduced.checks} - {judge_mod.REDUCED_PLAN}
+    kinds_reduced = {kind(c.name) for c in reduced.checks} - {kind(judge_mod.REDUCED_PLAN)}
     assert kinds_reduced == kinds_full, kinds_full ^ kinds_reduced
     for must in ("isolation", "timed-loop re-check", "threads", "build"):
         assert must in kinds_reduced
