@@ -78,6 +78,50 @@ def rms(xs: list[Any], scalable: list[bool]) -> list[float]:
     return [float(x.double().pow(2).mean().sqrt()) if ok and x.numel() else 0.0 for x, ok in zip(xs, scalable)]
 
 
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK31, _MASK64 = 0x7FFFFFFF, (1 << 64) - 1
+
+
+def _splitmix(z: int) -> int:
+    z = (z + _GOLDEN) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def cpu_noise_bytes(n: int, seed: int) -> torch.Tensor:
+    """`n` pseudo-random bytes (uint8) from `seed`, on the CPU, for a fraction of randn's cost (randn, a
+    single-threaded generator, took 18-27 ms for 4M values on a 2-core CPU: most of the harness's
+    per-iteration cost there, and its load-dependent variance hid calls of a few ms).
+
+    Word i is murmur3's 32-bit finalizer of a*i + b, with an odd multiplier a and an offset b from the
+    seed (so one seed's words are no shift of another's), read as four bytes. Deterministic and the same
+    in the judge and the worker (the same torch ops on the same device type)."""
+    m = max(-(-n // 4), 1)
+    z = _splitmix(seed)
+    a, b = ((z & _MASK31) | 1), (z >> 32) & _MASK31
+    x = torch.arange(m, dtype=torch.int32)
+    x.mul_(a).add_(b)
+    x.bitwise_xor_((x >> 16).bitwise_and_(0xFFFF)).mul_(0x85EBCA6B - (1 << 32))
+    x.bitwise_xor_((x >> 13).bitwise_and_(0x7FFFF)).mul_(0xC2B2AE35 - (1 << 32))
+    x.bitwise_xor_((x >> 16).bitwise_and_(0xFFFF))
+    return x.view(torch.uint8)[:n]
+
+
+#: bytes (uniform on 0..255) to noise of mean 0 and standard deviation 1: (b - MID) * UNIT
+MID, UNIT = 127.5, 3.0 ** 0.5 / 128
+
+
+def cpu_noise(n: int, seed: int) -> torch.Tensor:
+    """`n` float32 values of mean 0 and standard deviation 1 (uniform on 256 levels) from `seed`."""
+    return cpu_noise_bytes(n, seed).float().sub_(MID).mul_(UNIT)
+
+
+def _seed_of(seed: int, k: int) -> int:
+    """Input k's own noise seed (CPU)."""
+    return (seed + k * _GOLDEN) & ((1 << 62) - 1)
+
+
 def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[float], device: str,
           out: list[Any] | None = None) -> list[Any]:
     """The inputs of one timed iteration: a pool entry times a random scale plus fresh noise from `seed`,
@@ -88,7 +132,7 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[f
     gives the next ones. The judge rebuilds any iteration bit for bit on the same device type: both
     sides run these same operations."""
     res = []
-    g = torch.Generator(device=device).manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
         if not isinstance(x, torch.Tensor):
             res.append(x)
@@ -97,9 +141,13 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[f
         if dst is None or dst.shape != x.shape or dst.dtype != x.dtype or dst.device != x.device:
             dst = torch.empty_like(x)
         if ok and x.element_size() == 1:        # fp8 has no arithmetic: in fp32, rounded back onto its grid
-            noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32)
+            noise = (torch.randn(x.shape, generator=g, device=device, dtype=torch.float32) if g is not None
+                     else cpu_noise(x.numel(), _seed_of(seed, k)).view(x.shape))
             top = torch.finfo(x.dtype).max if x.is_floating_point() else 127.0
             dst.copy_((x.float() * s + noise * (NOISE * r)).clamp(-top, top).to(x.dtype))
+        elif ok and g is None:                  # CPU: the bytes cast into the buffer, scaled there, x * s added
+            dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
+            dst.sub_(MID).mul_(UNIT * NOISE * r).add_(x, alpha=s)
         elif ok:
             noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)
             noise.mul_(NOISE * r)

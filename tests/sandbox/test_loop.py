@@ -18,3 +18,33 @@ def test_timed_loop_takes_steps_one_at_a_time_and_reports_each():
     timing.timed_loop(lambda x: x * 2, make, steps(), "cpu", 0,
                       lambda i, inputs, out, ms: seen.append((i, bool(torch.equal(out, inputs[0] * 2)), ms >= 0)))
     assert fed == [0, 1, 2] and seen == [(0, True, True), (1, True, True), (2, True, True)]
+
+
+def test_cpu_noise_is_unit_variance_deterministic_and_no_shift_of_another_seeds():
+    """The CPU's noise (a keyed integer mix, about an eighth of randn's cost): mean 0, variance 1, the same
+    bits for the same seed, and one seed's values are neither equal to, nor a shift of, a neighbouring
+    seed's (a linear layer could otherwise precompute the noise's part of its output)."""
+    n = 1 << 16
+    a, again, b = timing.cpu_noise(n, 1234567), timing.cpu_noise(n, 1234567), timing.cpu_noise(n, 1234568)
+    assert torch.equal(a, again) and a.dtype == torch.float32 and a.shape == (n,)
+    assert abs(float(a.mean())) < 0.02 and abs(float(a.std()) - 1.0) < 0.02
+    assert len(torch.unique(timing.cpu_noise_bytes(n, 99))) == 256         # every byte value occurs
+    for k in range(0, 9):                                                    # seed + 1 is no shift of seed
+        c = torch.corrcoef(torch.stack([a[k:], b[:n - k]]))[0, 1]
+        assert abs(float(c)) < 0.03, k
+    high = timing.cpu_noise(n, 1234567 + (1 << 31))                          # the seed's high bits count too
+    assert abs(float(torch.corrcoef(torch.stack([a, high]))[0, 1])) < 0.03
+    assert timing.cpu_noise(3, 5).shape == (3,) and timing.cpu_noise(0, 5).numel() == 0
+
+
+def test_fresh_inputs_on_the_cpu_carry_noise_of_the_set_size_per_input():
+    """Each input gets its own noise (no two inputs of an iteration share it), of NOISE times its RMS."""
+    x = torch.randn(256, 256)
+    xs = [x, x.clone()]
+    r = timing.rms(xs, [True, True])
+    a, b = timing.fresh(xs, 1.0, 77, [True, True], r, "cpu")
+    na, nb = a - x, b - x
+    assert not torch.equal(na, nb)
+    assert abs(float(na.std()) / (timing.NOISE * r[0]) - 1) < 0.05
+    h = timing.fresh([x.half()], 1.0, 77, [True], timing.rms([x.half()], [True]), "cpu")[0]
+    assert h.dtype == torch.float16 and bool(torch.isfinite(h).all())
