@@ -17,14 +17,14 @@ import hashlib
 import json
 import shlex
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from . import workload
 from .config import GateConfig, TimingConfig, gate_config
 from .errors import KernelgateError
-from .records import Candidate, Contract, Evaluation, Reason, Status, Timing
+from .records import Candidate, Contract, Evaluation, Reason
 from .store import Store
 
 #: the strategy name of a submitted candidate: "human:<file stem>"
@@ -184,45 +184,26 @@ def make_candidate(reference_source: str, ref_cls: str, cand: Path, generation: 
 
 def evaluate(task, c: Candidate, out: Path, cfg: GateConfig, tcfg: TimingConfig, st: Store,
              say: Callable[[str], None], notes: list[str], profile: bool = True) -> Evaluation:
-    """What the search does with each candidate: the full gate in a fresh worker, then a measurement
-    interleaved with the run's baselines (their kept measurement reused), the speedup against the faster of
-    them, and a profile. The gate runs first: a rejected candidate costs no baseline build."""
-    from .gate import baselines as baselines_mod
-    from .gate import timing
-    from .gate.judge import judge_session
-    from .gate.measure import measure
-    from .gate.session import Rejected
-    from .profiling import summary
+    """What the search does with each candidate (search.evaluator.Evaluator): the full gate in a fresh
+    worker, then a measurement interleaved with the run's baselines (their kept measurement reused), the
+    speedup against the faster of them, and a profile. The gate runs first: a rejected candidate costs no
+    baseline build."""
+    from .search.evaluator import Evaluator
 
-    path = out / "candidates" / f"{c.id}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(c.source)
-    say(f"judging {c.strategy} ({path.relative_to(out)})")
-    verdict, s = judge_session(task, workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS), cfg)
-    if not verdict.accepted:
-        s.worker.close()
-        return Evaluation(c, verdict)
-    b = None
-    try:
+    ev = Evaluator(task, cfg, out, notes, say)
+
+    def baselines() -> None:
         try:
-            b = baselines_mod.ready(task, cfg, tcfg, st, say, notes.append)
+            ev.baselines(st, tcfg, None, profile=False)
         except RuntimeError as e:
             raise KernelgateError(str(e), Reason.TASK_LOAD) from e
-        say(f"timing {c.strategy} interleaved with {', '.join(b.sessions)}")
-        timings, rejected = measure(task, {**b.sessions, c.id: s}, cfg, tcfg, lambda m: None)
-        if c.id in rejected:
-            return Evaluation(c, rejected[c.id])
-        base: Timing = min((timings[n] for n in b.sessions), key=lambda t: t.median_ms)
-        insight = summary.try_observe(s, notes, c.strategy) if profile else None
-        return Evaluation(c, verdict, timings[c.id], base, timing.speedup(base, timings[c.id]), insight)
-    except Rejected as r:
-        return Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
-                                     message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"
-                                     if r.check.detail else r.check.name))
+        say(f"timing {c.strategy} interleaved with {', '.join(ev.base_sessions)}")
+
+    say(f"judging {c.strategy} ({ev.candidate_path(c).relative_to(out)})")
+    try:
+        return ev.judge_and_time(c, tcfg, profile, on_accept=baselines)
     finally:
-        s.worker.close()
-        if b is not None:
-            b.close()
+        ev.close()
 
 
 def submit(out_dir: str | Path, cand: str, *, target: str | None = None, model: str | None = None,

@@ -46,7 +46,7 @@ class Evaluator:
             self.spares.refill()
 
     # ------------------------------------------------------------ baselines
-    def baselines(self, store: Store, tcfg: TimingConfig, timing_for: Callable[[float], TimingConfig],
+    def baselines(self, store: Store, tcfg: TimingConfig, timing_for: Callable[[float], TimingConfig] | None,
                   profile: bool) -> None:
         """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
         only those within 10% of the faster stay alive. The faster one is profiled."""
@@ -72,14 +72,21 @@ class Evaluator:
     # ------------------------------------------------------------ one candidate
     def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
                        build_timeout: float | None = None, history: Sequence[Evaluation] = (),
-                       variant_trials: int = 0, profile_min: float = 0.0) -> Evaluation:
+                       variant_trials: int = 0, profile_min: float = 0.0,
+                       on_accept: Callable[[], None] | None = None) -> Evaluation:
         """The gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
         at `deadline`, at least 2), then a profile (skipped past the deadline, and below `profile_min` times the
         baseline). The full gate, except for a parametric variant of a family in `history` that passed it
-        (policy.variant_anchor): `variant_trials` main trials then, every other check as always."""
+        (policy.variant_anchor): `variant_trials` main trials then, every other check as always.
+        `on_accept`: called once the candidate has passed the gate, before it is timed (kernelgate submit
+        readies the baselines there, so a rejected candidate costs no baseline build)."""
         with self.phases.candidate(c.id):
             return self._judge_and_time(c, tcfg, profile, deadline, build_timeout, history, variant_trials,
-                                        profile_min)
+                                        profile_min, on_accept)
+
+    def candidate_path(self, c: Candidate) -> Path:
+        """Where a candidate's file is written (and judged from)."""
+        return self.out_dir / "candidates" / f"{c.id}.py"
 
     def trial_plan(self, c: Candidate, history: Sequence[Evaluation], variant_trials: int) -> tuple[int, str]:
         """(main trials, why fewer than the gate's default; "" for the full gate)."""
@@ -93,9 +100,9 @@ class Evaluator:
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None,
                         build_timeout: float | None, history: Sequence[Evaluation], variant_trials: int,
-                        profile_min: float) -> Evaluation:
+                        profile_min: float, on_accept: Callable[[], None] | None = None) -> Evaluation:
         ph = self.phases
-        path = self.out_dir / "candidates" / f"{c.id}.py"
+        path = self.candidate_path(c)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(c.source)
         spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
@@ -110,6 +117,8 @@ class Evaluator:
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
+                if on_accept is not None:
+                    on_accept()
                 sessions = {**self.base_sessions, c.id: s}
                 # a spread over fewer rounds is wider, so the claim threshold rises with it
                 with ph.timed("timing"):
@@ -127,7 +136,8 @@ class Evaluator:
                     ev = Evaluation(c, verdict, timings[c.id], base, sp, self._with_estimate(c, found, timings[c.id]))
             except Rejected as r:
                 ev = Evaluation(c, replace(verdict, status=Status.REJECTED, reason=r.reason,
-                                           message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"))
+                                           message=f"{r.check.name}: {r.check.detail.splitlines()[0]}"
+                                           if r.check.detail else r.check.name))
             finally:
                 with ph.timed("cleanup"):
                     s.worker.close()
