@@ -38,3 +38,67 @@ def write(tmp_path):
         p.write_text(text)
         return str(p)
     return _write
+
+
+# ------------------------------------------------------------------ the small workload optimize's tests run
+
+PROJ = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d, mid):
+        super().__init__()
+        self.down = nn.Linear(d, mid)
+        self.up = nn.Linear(mid, d)
+    def forward(self, x):
+        return self.up(self.down(x))
+def get_inputs():
+    return [torch.randn({rows}, {d})]
+def get_init_inputs():
+    return [{d}, {mid}]
+"""
+
+
+@pytest.fixture(scope="session")
+def proj_source():
+    """The source of a projection workload (a down then an up linear map): make(rows, d, mid) -> str."""
+    def make(rows: int = 256, d: int = 128, mid: int = 96) -> str:
+        return PROJ.format(rows=rows, d=d, mid=mid)
+    return make
+
+
+@pytest.fixture(scope="session")
+def proj(proj_source):
+    """The projection workload at its small size (256 rows of 128, through 96)."""
+    return proj_source()
+
+
+@pytest.fixture(scope="session")
+def fast_search():
+    """A search configuration whose measurements are short (CPU runs of one or two candidates)."""
+    from kernelgate.config import TimingConfig
+    from kernelgate.search import SearchConfig
+    return SearchConfig(per_generation=2, timing=TimingConfig(warmup_ms=20, rounds=2, iters=5))
+
+
+@pytest.fixture(scope="session")
+def optimize_tiny(fast_search):
+    """A tiny optimize run on the CPU: optimize_tiny(folder, source, **more api.optimize keywords) writes the
+    source to folder/proj.py and optimizes it (one candidate, out folder/out, its own store folder/store.sqlite);
+    returns the run's files, result and progress lines."""
+    import json
+    from types import SimpleNamespace
+
+    def run(d: Path, source: str, **kw) -> SimpleNamespace:
+        from kernelgate import api
+        ref = d / "proj.py"
+        ref.write_text(source)
+        store = str(d / "store.sqlite")
+        lines: list[str] = []
+        args = {"target": "cpu", "budget": 300, "max_candidates": 1, "out": str(d / "out"), "store": store,
+                "progress": lines.append, "search_config": fast_search, **kw}
+        res = api.optimize(str(ref), **args)
+        run_id = json.loads((Path(args["out"]) / "run.json").read_text())["run_id"]
+        return SimpleNamespace(dir=d, ref=ref, out=Path(args["out"]), store=store, result=res, lines=lines,
+                               run_id=run_id)
+    return run

@@ -196,28 +196,11 @@ def test_an_api_without_proposers_runs_the_library_and_refuses_llm_flags(write, 
     assert rc == 2 and "built-in library only" in json.loads(out)["message"] and calls == [ref]
 
 
-PROJ = """
-import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, d, mid):
-        super().__init__()
-        self.down = nn.Linear(d, mid)
-        self.up = nn.Linear(mid, d)
-    def forward(self, x):
-        return self.up(self.down(x))
-def get_inputs():
-    return [torch.randn(256, 128)]
-def get_init_inputs():
-    return [128, 96]
-"""
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not LLM_API, reason="api.optimize takes no proposers / llm / hints yet")
-def test_a_run_with_proposer_builtin_is_the_library_run(write, capsys, tmp_path):
+def test_a_run_with_proposer_builtin_is_the_library_run(write, capsys, tmp_path, proj):
     out = tmp_path / "out"
-    rc, o, _ = run(capsys, "optimize", write("proj.py", PROJ), "--proposer", "builtin", "--budget", "120",
+    rc, o, _ = run(capsys, "optimize", write("proj.py", proj), "--proposer", "builtin", "--budget", "120",
                    "--max-candidates", "1", "--out", str(out), "--json")
     doc = json.loads(o)
     assert rc == 0 and doc["candidates"] == 1

@@ -7,27 +7,8 @@ import pytest
 import torch
 
 from kernelgate import api
-from kernelgate.config import TimingConfig
 from kernelgate.errors import KernelgateError
-from kernelgate.search import SearchConfig
 from kernelgate.store import Store
-
-PROJ = """
-import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, d, mid):
-        super().__init__()
-        self.down = nn.Linear(d, mid)
-        self.up = nn.Linear(mid, d)
-    def forward(self, x):
-        return self.up(self.down(x))
-def get_inputs():
-    return [torch.randn(512, 256)]
-def get_init_inputs():
-    return [256, 192]
-"""
-FAST = SearchConfig(per_generation=2, timing=TimingConfig(warmup_ms=20, rounds=2, iters=5))
 
 
 def _load(path):
@@ -39,15 +20,15 @@ def _load(path):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("opt")
-    ref = d / "proj.py"
-    ref.write_text(PROJ)
-    store = str(d / "store.sqlite")
-    lines = []
-    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(d / "out"), store=store,
-                       progress=lines.append, search_config=FAST)
-    return d, ref, store, res, lines
+def proj(proj_source):
+    """optimize's own runs: the projection workload at twice the size of the other tests'."""
+    return proj_source(rows=512, d=256, mid=192)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, optimize_tiny, proj):
+    r = optimize_tiny(tmp_path_factory.mktemp("opt"), proj)
+    return r.dir, r.ref, r.store, r.result, r.lines
 
 
 @pytest.mark.slow
@@ -102,11 +83,11 @@ def test_emitted_module_is_a_verified_drop_in(run):
 
 
 @pytest.mark.slow
-def test_resume_continues_without_re_evaluating(run):
+def test_resume_continues_without_re_evaluating(run, fast_search):
     d, ref, store, first, _ = run
     lines = []
     res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=2, out=str(d / "out"), store=store,
-                       resume=True, progress=lines.append, search_config=FAST)
+                       resume=True, progress=lines.append, search_config=fast_search)
     assert lines[0].startswith("resuming run") and "1 candidates already evaluated" in lines[0]
     ids = [e.candidate.id for e in res.evaluations]
     assert ids[0] == first.evaluations[0].candidate.id and len(ids) == 2 and len(set(ids)) == 2
@@ -115,29 +96,29 @@ def test_resume_continues_without_re_evaluating(run):
 
 
 @pytest.mark.slow
-def test_resume_takes_the_hints_added_to_the_run(run):
+def test_resume_takes_the_hints_added_to_the_run(run, fast_search):
     """Hints given to the first run and added to it since (kernelgate mcp's add_hint) reach the resumed run
     with its own, each once, oldest first."""
     d, ref, store, first, _ = run
     run_id = json.loads((d / "out" / "run.json").read_text())["run_id"]
     Store(store).add_hint(run_id, "fuse the epilogue", source="test")
     res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(d / "out"), store=store,
-                       resume=True, search_config=FAST, hints=("keep fp32", "fuse the epilogue"))
+                       resume=True, search_config=fast_search, hints=("keep fp32", "fuse the epilogue"))
     assert json.loads((d / "out" / "run.json").read_text())["hints"] == ["fuse the epilogue", "keep fp32"]
     assert list(res.hints) == ["fuse the epilogue", "keep fp32"]
 
 
-def test_resume_needs_a_previous_run(tmp_path, write):
-    ref = write("p.py", PROJ)
+def test_resume_needs_a_previous_run(tmp_path, write, proj):
+    ref = write("p.py", proj)
     with pytest.raises(KernelgateError, match="run without --resume first"):
         api.optimize(ref, out=str(tmp_path / "nothing"), resume=True)
 
 
 @pytest.mark.slow
-def test_tiny_budget_says_so_and_keeps_the_baseline(tmp_path, write):
-    ref = write("p.py", PROJ)
+def test_tiny_budget_says_so_and_keeps_the_baseline(tmp_path, write, proj, fast_search):
+    ref = write("p.py", proj)
     lines = []
-    res = api.optimize(ref, budget=1, out=str(tmp_path / "o"), progress=lines.append, search_config=FAST)
+    res = api.optimize(ref, budget=1, out=str(tmp_path / "o"), progress=lines.append, search_config=fast_search)
     assert res.best is None and not res.evaluations
     assert any("used up by the baselines" in n for n in res.notes)
     assert (tmp_path / "o" / "optimized.py").exists()
@@ -167,7 +148,7 @@ def get_init_inputs():
 
 
 @pytest.mark.slow
-def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
+def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write, fast_search):
     import shutil
     from kernelgate.proposers.library.library import STRATEGIES, Library
     if not (shutil.which("c++") or shutil.which("g++")):
@@ -177,7 +158,7 @@ def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
     # refiner can put the strategy at the bottom of a stack (a stack's time is no fusion's to predict)
     only = tuple(s for s in STRATEGIES if s.name == "cpp:pointwise")
     res = api.optimize(ref, target="cpu", budget=300, max_candidates=2, out=str(tmp_path / "o"),
-                       store=str(tmp_path / "s.sqlite"), search_config=FAST, proposers=(Library(only),))
+                       store=str(tmp_path / "s.sqlite"), search_config=fast_search, proposers=(Library(only),))
     assert not any(n.startswith("no fusion estimates") for n in res.notes)
     ev = next(e for e in res.evaluations if e.candidate.strategy.startswith("cpp:pointwise"))
     assert [lv.name for lv in ev.candidate.stack] == ["cpp:pointwise"] and ev.accepted, ev.verdict.message
@@ -186,11 +167,11 @@ def test_fusion_estimate_recorded_next_to_the_measurement(tmp_path, write):
 
 
 @pytest.mark.slow
-def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path):
+def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path, fast_search):
     d, ref, store, first, _ = run
     lines = []
     res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(tmp_path / "again"), store=store,
-                       progress=lines.append, search_config=FAST)
+                       progress=lines.append, search_config=fast_search)
     assert any(line.startswith("baselines from the store") for line in lines), lines
     stored = next(line for line in lines if line.startswith("baselines from the store"))
     built = [line.split(":")[0][len("baseline "):] for line in lines if line.endswith(": building")]
@@ -200,11 +181,11 @@ def test_a_second_run_reads_its_baselines_from_the_store(run, tmp_path):
 
 
 @pytest.mark.slow
-def test_wall_time_stays_within_the_budget(tmp_path, write):
+def test_wall_time_stays_within_the_budget(tmp_path, write, proj, fast_search):
     import time
-    ref = write("p.py", PROJ)
+    ref = write("p.py", proj)
     t0 = time.monotonic()
     api.optimize(ref, budget=40, max_candidates=64, out=str(tmp_path / "o"), store=str(tmp_path / "s.sqlite"),
-                 search_config=FAST)
+                 search_config=fast_search)
     wall = time.monotonic() - t0
     assert wall <= 40 * 1.1, wall

@@ -6,27 +6,11 @@ import pytest
 
 from kernelgate import submit as submit_mod
 from kernelgate.cli import format_submission, main
-from kernelgate.config import TimingConfig
 from kernelgate.records import Candidate, Evaluation, Reason, Speedup, Status, Timing, Verdict
-from kernelgate.search import SearchConfig
 from kernelgate.store import Store
 from kernelgate.workload import file_hash
 
-PROJ = """
-import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, d, mid):
-        super().__init__()
-        self.down = nn.Linear(d, mid)
-        self.up = nn.Linear(mid, d)
-    def forward(self, x):
-        return self.up(self.down(x))
-def get_inputs():
-    return [torch.randn(256, 128)]
-def get_init_inputs():
-    return [128, 96]
-"""
+# candidates for the projection workload (the proj fixture)
 # honest: the same two maps, each as one addmm (bias folded into the GEMM)
 ADDMM = """
 import torch
@@ -56,7 +40,6 @@ class ModelNew(nn.Module):
 """
 # wrong: drops the second bias
 NO_BIAS = ADDMM.replace("torch.addmm(self.up.bias, h, self.up.weight.t())", "h @ self.up.weight.t()")
-FAST = SearchConfig(per_generation=2, timing=TimingConfig(warmup_ms=20, rounds=2, iters=5))
 
 
 def run(capsys, *argv):
@@ -66,21 +49,14 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def optimized(tmp_path_factory):
+def optimized(tmp_path_factory, optimize_tiny, proj):
     """A tiny optimize run on the CPU: one candidate, its own store."""
-    from kernelgate import api
-    d = tmp_path_factory.mktemp("submit")
-    ref = d / "proj.py"
-    ref.write_text(PROJ)
-    store = str(d / "store.sqlite")
-    api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(d / "out"), store=store,
-                 search_config=FAST)
-    run_id = json.loads((d / "out" / "run.json").read_text())["run_id"]
-    return d, d / "out", store, run_id
+    r = optimize_tiny(tmp_path_factory.mktemp("submit"), proj)
+    return r.dir, r.out, r.store, r.run_id
 
 
 @pytest.mark.slow
-def test_an_honest_candidate_is_accepted_timed_and_recorded_as_human(optimized, capsys):
+def test_an_honest_candidate_is_accepted_timed_and_recorded_as_human(optimized, capsys, proj):
     d, out, store, run_id = optimized
     before = Store(store).evaluations(run_id)
     cand = d / "addmm.py"
@@ -98,7 +74,7 @@ def test_an_honest_candidate_is_accepted_timed_and_recorded_as_human(optimized, 
     assert e["candidate"]["proposer"] == "human" and e["candidate"]["id"] == doc["candidate"]["id"]
     assert e["verdict"]["status"] == "accepted" and e["timing"] and e["speedup"]
     src = e["candidate"]["source"]
-    assert src.startswith(PROJ.rstrip()) and ADDMM.strip() in src         # the reference first, as every candidate
+    assert src.startswith(proj.rstrip()) and ADDMM.strip() in src         # the reference first, as every candidate
     assert (out / "candidates" / f"{e['candidate']['id']}.py").read_text() == src
     # visible in `kernelgate runs`
     rc, o, _ = run(capsys, "runs", "--store", store, "--json")
@@ -115,13 +91,13 @@ def test_an_honest_candidate_is_accepted_timed_and_recorded_as_human(optimized, 
 
 
 @pytest.mark.slow
-def test_the_runs_kept_baseline_measurement_is_reused(optimized):
+def test_the_runs_kept_baseline_measurement_is_reused(optimized, fast_search):
     """Timed with the run's timing settings, the baselines' measurement comes from the store (the run's)."""
     d, out, store, run_id = optimized
     cand = d / "merged.py"
     cand.write_text(MERGED)
     lines = []
-    sub = submit_mod.submit(out, str(cand), store=store, timing=FAST.timing, progress=lines.append, profile=False)
+    sub = submit_mod.submit(out, str(cand), store=store, timing=fast_search.timing, progress=lines.append, profile=False)
     assert sub.accepted and sub.evaluation.timing is not None, sub.evaluation.verdict.message
     assert any(line.startswith("baselines from the store") for line in lines), lines
     assert not any(line.startswith("baselines: ") for line in lines)            # not measured again
@@ -155,13 +131,13 @@ def test_a_folder_with_no_run_is_exit_2_with_one_line(tmp_path, capsys, write):
 # ------------------------------------------------------------------ usage errors before any work
 
 @pytest.fixture
-def fake_run(tmp_path):
+def fake_run(tmp_path, proj):
     """An out folder as a finished run leaves it (run.json, result.json, reference.py), no worker started."""
     out = tmp_path / "out"
     out.mkdir()
     ref = tmp_path / "proj.py"
-    ref.write_text(PROJ)
-    (out / "reference.py").write_text(PROJ)
+    ref.write_text(proj)
+    (out / "reference.py").write_text(proj)
     run = {"run_id": "r1", "seed": 0, "workload_hash": file_hash(str(ref)), "target": "cpu"}
     (out / "run.json").write_text(json.dumps(run))
     from kernelgate.records import Contract
@@ -181,19 +157,19 @@ def fake_run(tmp_path):
     ("class", "defines ModelNew (got the class Other)"),
     ("missing-cand", "no such candidate file"),
 ])
-def test_submission_usage_errors(fake_run, tmp_path, capsys, write, case, words):
+def test_submission_usage_errors(fake_run, tmp_path, capsys, write, proj, case, words):
     out, ref, result = fake_run
     cand = write("cand.py", ADDMM)
     extra = []
     if case == "defines-model":
-        cand = write("cand.py", PROJ + ADDMM)
+        cand = write("cand.py", proj + ADDMM)
     elif case == "target":
         extra = ["--target", "cuda"]
     elif case == "other-model":
-        extra = ["--model", write("other.py", PROJ + "\n# changed\n")]
+        extra = ["--model", write("other.py", proj + "\n# changed\n")]
     elif case == "no-workload":
         (out / "result.json").unlink()
-        (out / "reference.py").write_text(PROJ + "\n# changed\n")
+        (out / "reference.py").write_text(proj + "\n# changed\n")
     elif case == "wrong-store":
         (out / "result.json").write_text(json.dumps({**result, "candidates": 3}))
     elif case == "contract":
@@ -209,11 +185,11 @@ def test_submission_usage_errors(fake_run, tmp_path, capsys, write, case, words)
     assert Store().evaluations("r1") == []
 
 
-def test_the_workload_is_found_from_result_json_then_the_runs_copy(fake_run):
+def test_the_workload_is_found_from_result_json_then_the_runs_copy(fake_run, proj):
     out, ref, result = fake_run
     run = submit_mod.load_run(out)
     assert submit_mod.find_workload(out, run, None, None).path == str(ref.resolve())
-    ref.write_text(PROJ + "\n# edited since the run\n")                 # the original changed: the run's copy
+    ref.write_text(proj + "\n# edited since the run\n")                 # the original changed: the run's copy
     assert submit_mod.find_workload(out, run, None, None).path == str((out / "reference.py").resolve())
     assert submit_mod.find_workload(out, run, str(out / "reference.py"), None).cls == "Model"
 

@@ -65,37 +65,12 @@ def test_summary_line():
     assert summary_line({}) == "time: (no phases recorded)"
 
 
-PROJ = """
-import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, d, mid):
-        super().__init__()
-        self.down = nn.Linear(d, mid)
-        self.up = nn.Linear(mid, d)
-    def forward(self, x):
-        return self.up(self.down(x))
-def get_inputs():
-    return [torch.randn(256, 128)]
-def get_init_inputs():
-    return [128, 96]
-"""
-
-
 @pytest.mark.slow
-def test_optimize_records_phases_that_sum_to_its_seconds(tmp_path):
+def test_optimize_records_phases_that_sum_to_its_seconds(tmp_path, optimize_tiny, proj):
     import time
 
-    from kernelgate import api
-    from kernelgate.config import TimingConfig
-    from kernelgate.search import SearchConfig
-
-    ref = tmp_path / "proj.py"
-    ref.write_text(PROJ)
     t0 = time.monotonic()
-    res = api.optimize(str(ref), target="cpu", budget=300, max_candidates=1, out=str(tmp_path / "out"),
-                       store=str(tmp_path / "s.sqlite"),
-                       search_config=SearchConfig(timing=TimingConfig(warmup_ms=20, rounds=2, iters=5)))
+    res = optimize_tiny(tmp_path, proj).result
     wall = time.monotonic() - t0
     doc = json.loads((tmp_path / "out" / "result.json").read_text())
     ph = doc["phases"]
