@@ -186,3 +186,98 @@ def test_activation_idioms(how, n, fn):
     gm = _check(Idioms(how), [x], R.kg_rewrite_idioms, n, atol=2e-6)
     if fn:
         assert fn in gm.code and "torch.tanh" not in gm.code and "sigmoid" not in gm.code
+
+
+# ---------------------------------------------------------------- oneDNN conv / linear + activation (CPU)
+
+onednn = pytest.mark.skipif(not R._kg_onednn(), reason="this torch has no oneDNN (mkldnn) CPU kernels")
+
+
+class ConvAct(nn.Module):
+    def __init__(self, act, bn=False, bias=True, stride=1, groups=1):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 16, 3, padding=1, stride=stride, bias=bias, groups=groups)
+        self.bn = nn.BatchNorm2d(16) if bn else None
+        self.act = act
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.bn is not None:
+            y = self.bn(y)
+        return self.act(y) if self.act is not None else y
+
+
+def _stats(m):
+    with torch.no_grad():
+        for b in m.modules():
+            if isinstance(b, nn.BatchNorm2d):
+                b.running_mean.normal_()
+                b.running_var.uniform_(0.5, 2.0)
+                b.weight.normal_()
+                b.bias.normal_()
+    return m
+
+
+@onednn
+@pytest.mark.parametrize("act", [None, torch.relu, nn.ReLU(inplace=True), torch.sigmoid, nn.GELU(),
+                                 nn.GELU(approximate="tanh"), nn.SiLU(), nn.Hardswish(), nn.LeakyReLU(0.2)])
+@pytest.mark.parametrize("bn", [False, True])
+def test_onednn_conv_act_matches_with_the_reference_strides(act, bn):
+    m = _stats(ConvAct(act, bn=bn)).eval()
+    for x in (torch.randn(2, 8, 10, 12), torch.randn(2, 8, 10, 12).contiguous(memory_format=torch.channels_last)):
+        gm = _check(m, [x], R.kg_rewrite_onednn, 1, atol=1e-4)
+        assert "kg_onednn_layer" in gm.code and "self.bn(" not in gm.code
+        with torch.no_grad():
+            assert gm(x).stride() == m(x).stride()
+
+
+@onednn
+def test_onednn_after_fold_bn_and_for_strided_grouped_convs():
+    m = _stats(ConvAct(torch.relu, bn=True, bias=False, stride=2, groups=2)).eval()
+    x = torch.randn(3, 8, 11, 9)
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert R.kg_rewrite_fold_bn(gm) == 1 and R.kg_rewrite_onednn(gm) == 1
+    assert "kg_conv_bn" not in gm.code
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-4, rtol=1e-5)
+
+
+class LinearAct(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.fc(x)) * 0.5 if self.act is not None else self.fc(x)
+
+
+@onednn
+@pytest.mark.parametrize("act, n", [(torch.relu, 1), (torch.nn.functional.gelu, 1), (nn.Tanh(), 1), (None, 0)])
+def test_onednn_linear_act_only_with_an_activation(act, n):
+    m = LinearAct(act).eval()
+    _check(m, [torch.randn(5, 7, 16)], R.kg_rewrite_onednn, n, atol=1e-5)
+
+
+@onednn
+def test_onednn_weights_never_stale_and_the_reference_path_where_not_verified():
+    """Packed (and folded) weights follow writes through .data; autograd and a batch norm in training mode run
+    the reference's modules."""
+    m = _stats(ConvAct(torch.relu, bn=True)).eval()
+    x = torch.randn(2, 8, 10, 12)
+    gm = _check(m, [x], R.kg_rewrite_onednn, 1, atol=1e-4)
+    for edit in (lambda: m.conv.weight.data.mul_(2.0), lambda: m.bn.running_var.data.copy_(torch.full((16,), 3.0)),
+                 lambda: m.conv.bias.data.zero_()):
+        edit()
+        gm.load_state_dict(m.state_dict())
+        with torch.no_grad():
+            torch.testing.assert_close(gm(x), m(x), atol=1e-4, rtol=1e-5)
+    xg = x.clone().requires_grad_()
+    y = gm(xg)
+    assert y.grad_fn is not None                      # recorded: the reference's modules ran
+    y.sum().backward()
+    assert xg.grad is not None and xg.grad.shape == x.shape
+    gm.train()
+    m.train()
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), m(x), atol=1e-4, rtol=1e-5)     # batch statistics, as the reference

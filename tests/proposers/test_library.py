@@ -51,9 +51,12 @@ def test_strategies_match_on_the_graph(write):
     assert "rewrite:sdpa" in _names(lib, att) and "rewrite:merge-linear" not in _names(lib, att)
     assert "rewrite:merge-linear" in _names(lib, proj)
     assert {"rewrite:fold-bn", "rewrite:avgpool-as-conv"} <= _names(lib, conv)
-    assert not any(n.startswith(("runtime:cudagraph", "runtime:channels-last")) for n in _names(lib, conv))
+    assert not any(n.startswith("runtime:cudagraph") for n in _names(lib, conv))
+    assert {"runtime:channels-last", "cpu:onednn"} <= _names(lib, conv)              # on the CPU as well
+    assert "cpu:onednn" not in _names(lib, att)                                         # no conv / linear + act
     _, _, conv_gpu = _context(write("conv2.py", CONVNET), target="cuda")
     assert {"runtime:cudagraph", "runtime:channels-last", "runtime:cudnn-benchmark"} <= _names(lib, conv_gpu)
+    assert "cpu:onednn" not in _names(lib, conv_gpu)
     assert "precision" not in _names(lib, conv_gpu)
     _, _, declared = _context(write("conv3.py", CONVNET), target="cuda", contract=Contract(precision=("bf16",)))
     assert "precision" in _names(lib, declared)

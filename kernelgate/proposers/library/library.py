@@ -337,6 +337,9 @@ STRATEGIES: tuple[Strategy, ...] = (
              cpu_only=True),
     _rewrite("cpp:softmax", "cpp-softmax", "OpenMP/SIMD C++ row softmax over the last dim", cpu_only=True),
     _rewrite("cpp:layernorm", "cpp-layernorm", "OpenMP/SIMD C++ LayerNorm over the last dim", cpu_only=True),
+    _rewrite("cpu:onednn", "onednn",
+             "Conv2d / Linear (+ eval batch norm folded) + activation as one oneDNN call with the weight pre-packed "
+             "(channels-last inside, no compiler needed)", cpu_only=True),
     # workloads already in fp8 / int8 / bf16 (precision.py); matched on a trace with live buffers
     Strategy("precision:fp8-scaled-mm", "rewrite", lambda ctx: precision.applies(ctx, "fp8-scaled-mm"),
              _render_rewrite, doc="fp8 dequantize-then-matmul (bf16/fp16 result) as torch._scaled_mm with its scales",
@@ -356,7 +359,7 @@ STRATEGIES: tuple[Strategy, ...] = (
              doc="CUDA-graph capture of the whole forward, replayed on the inputs where they lie (copied into "
                  "static buffers past a few addresses per shape); outputs in the graph's buffers while no earlier "
                  "one is held, or cloned"),
-    Strategy("runtime:channels-last", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
+    Strategy("runtime:channels-last", "runtime", _has_conv,
              _render_channels_last, doc="channels_last memory format for convolutions"),
     Strategy("runtime:cudnn-benchmark", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
              _render_cudnn_benchmark, doc="cuDNN autotuning"),
@@ -378,7 +381,7 @@ PRIORS: dict[str, float] = {
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
     "triton:gemm-epilogue": 1.15, "triton:gemm": 1.1, "triton:gemm-3xtf32": 1.4,
     "triton:softmax": 1.1, "triton:layernorm": 1.1, "runtime:compile": 1.1, "cpp:softmax": 1.05,
-    "cpp:layernorm": 1.05, "runtime:channels-last": 1.25, "runtime:cudnn-benchmark": 1.05,
+    "cpp:layernorm": 1.05, "cpu:onednn": 1.6, "runtime:channels-last": 1.25, "runtime:cudnn-benchmark": 1.05,
 }
 
 
@@ -388,10 +391,10 @@ BOOSTS: dict[str, dict[str, float]] = {
     "latency": {"runtime:cudagraph": 1.8, "runtime:compile": 1.3},
     "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:row": 1.5, "triton:rowreduce": 1.5,
                "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
-               "runtime:channels-last": 1.2},
+               "runtime:channels-last": 1.2, "cpu:onednn": 1.3},
     "compute": {"precision": 1.5, "triton:gemm": 1.4, "triton:gemm-3xtf32": 1.4, "precision:bf16-linear-act": 1.3,
                 "runtime:compile": 1.2,
-                "runtime:cudnn-benchmark": 1.2},
+                "runtime:cudnn-benchmark": 1.2, "cpu:onednn": 1.3},
 }
 
 
