@@ -64,7 +64,7 @@ def bench(ref: str, cands: list[str], *, target: str = "cpu", contract: Contract
     if bad:
         raise KernelgateError(f"unknown baseline {bad}; known: {', '.join(bench_mod.BASELINES)}")
     task = prepare(spec, target, _contract(contract), cfg.memory)
-    result = bench_mod.bench(task, cand_specs, cfg, timing or TimingConfig(), baselines, progress)
+    result = bench_mod.bench(task, cand_specs, _cached(cfg, st), timing or TimingConfig(), baselines, progress)
     summary = ", ".join(f"{r.label} {r.timing.median_ms:.4g} ms" for r in result.rows if r.timing)
     st.add("bench", spec.path, task.hash, ",".join(c.path for c in cand_specs) or None, None, target,
                       result.device, result.status.value, None, summary, result.to_json())
@@ -155,6 +155,14 @@ def runs(limit: int = 20, store: Store | str | None = None) -> list[Row]:
 
 def _store(store: Store | str | None) -> Store:
     return store if isinstance(store, Store) else Store(store)
+
+
+def _cached(cfg: GateConfig, st: Store) -> GateConfig:
+    """The gate's settings with the trusted compile cache beside the store (unless one is set): baselines and
+    modules emitted from the reference compile once per machine and software, not once per worker."""
+    if cfg.trusted_cache is not None:
+        return cfg
+    return dataclasses.replace(cfg, trusted_cache=str(st.path.with_name(st.path.name + ".compile-cache")))
 
 
 def _check_config(cfg: GateConfig) -> None:
@@ -331,7 +339,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     run["proposers"] = [p.name for p in population]
     run["hints"] = hints
     run_file.write_text(json.dumps(run, indent=1))
-    cfg = config or gate_config()
+    cfg = _cached(config or gate_config(), st)
     scfg = search_config or SearchConfig()
     search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
                     int(run["seed"]), cfg, scfg, st, say, proposers=population,
@@ -365,14 +373,15 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
         # the last step: the file a user imports, through the class name they import, goes through the gate
         say(f"checking the emitted module ({emitted.name}:{spec.cls})")
-        emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+        emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg,
+                                own_code=result.best is None)
         if not emitted_verdict.accepted and result.best is not None:
             say(f"the emitted module was rejected ({emitted_verdict.reason.value}: {emitted_verdict.message}); "
                 f"emitting the faster baseline instead")
             src = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind)
             emit_mod.emit(emitted, src, spec.cls, task.device, [task.given], f"baseline ({result.baseline_kind})")
             rejected_emit = emitted_verdict
-            emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+            emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg, own_code=True)
             result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=(
                 *result.notes, f"the module emitted from {strategy} was rejected by the gate ({rejected_emit.reason.value}: "
                 f"{rejected_emit.message}); the baseline was emitted instead"))

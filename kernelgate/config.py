@@ -41,6 +41,8 @@ class GateConfig:
     output_limit: int = 4 << 20      # bytes a candidate may print
     memory_limit: int | None = None  # address-space limit for CPU workers (bytes)
     memory: str = "auto"             # device-memory plan: auto | lean | full (gate/memory.py)
+    #: compile cache shared by trusted workers (baselines, a baseline's emitted module) across runs; None: private
+    trusted_cache: str | None = None
 
 
 @dataclass(frozen=True)

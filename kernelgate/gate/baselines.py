@@ -72,10 +72,10 @@ def close_enough(timings: dict[str, Timing]) -> list[str]:
 
 def key(task: Task, tcfg: TimingConfig) -> str:
     """What a kept baseline measurement is valid for: this workload (source, inputs, contract), this
-    device, these software versions and this timing configuration."""
+    device, these software versions, this timing configuration and harness (timing.HARNESS_VERSION)."""
     sw = software()
     parts = [task.hash, task.target, device_name(task.device), sw.get("torch"), sw.get("triton"),
-             sw.get("python"), repr(tcfg), repr(sorted(task.contract.assumptions()))]
+             sw.get("python"), repr(tcfg), repr(sorted(task.contract.assumptions())), timing.HARNESS_VERSION]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 
 

@@ -28,15 +28,16 @@ from .task import Task, device_name, prepare, resolve_device, timing_pool  # noq
 REDUCED_PLAN = "trial plan (parametric variant)"
 
 
-def judge(task: Task, cand: workload.Spec, cfg: GateConfig) -> Verdict:
-    """Full correctness gate for one candidate, in a process of its own."""
-    verdict, session = judge_session(task, cand, cfg)
+def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = False) -> Verdict:
+    """Full correctness gate for one candidate, in a process of its own. `own_code`: the candidate is the
+    reference or a module kernelgate emitted from it (Session: its worker shares the trusted compile cache)."""
+    verdict, session = judge_session(task, cand, cfg, own_code=own_code)
     session.worker.close()
     return verdict
 
 
 def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spares | None = None,
-                  phase: Phase = no_phase, reduced: str = "") -> tuple[Verdict, Session]:
+                  phase: Phase = no_phase, reduced: str = "", own_code: bool = False) -> tuple[Verdict, Session]:
     """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
     process can be timed next. The caller closes it. With `spares`, the candidate's process is a spare
     started earlier, and the next spare starts once this candidate is built. `phase` times its parts
@@ -46,7 +47,7 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
     that passed the full gate (docs/GATE.md, "Parametric variants"); recorded as the verdict's "trial plan"
     check. Only the number of main trials differs: every kind of check runs."""
     t0 = time.perf_counter()
-    s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None)
+    s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None, own_code=own_code)
     s.phase = phase
     s.checks.append(task.admission)
     s.notes.extend(screen.scan(cand.path))

@@ -69,9 +69,13 @@ class Session:
     """One candidate under judgement: its worker and the running list of checks."""
 
     def __init__(self, task: Task, cand: workload.Spec, cfg: GateConfig, label: str = "candidate",
-                 trusted: bool = False, worker: Worker | None = None):
+                 trusted: bool = False, worker: Worker | None = None, own_code: bool = False):
+        """`trusted`: the reference as a baseline (checked, not enforced). `own_code`: code of the user's and
+        kernelgate's only (a baseline, or a module emitted from one): its worker shares the trusted compile
+        cache (cfg.trusted_cache), which no candidate's worker can write."""
         self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
-        self.worker = worker or Worker(label, **worker_limits(task, cfg))
+        shared = cfg.trusted_cache if (trusted or own_code) else None
+        self.worker = worker or Worker(label, **worker_limits(task, cfg), cache=shared)
         # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
         # keeps its data (the device, or the host in the lean memory plan)
         self.worker.device = task.home

@@ -52,11 +52,16 @@ class WorkerFailure(Exception):
         self.detail = detail
 
 
-def scrubbed_env(workdir: Path) -> dict[str, str]:
-    """The parent's environment minus secrets, with private temp and cache directories."""
+#: the compilers' caches a trusted worker shares (`Worker(cache=...)`)
+SHARED_CACHE_VARS = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+def scrubbed_env(workdir: Path, cache: Path | None = None) -> dict[str, str]:
+    """The parent's environment minus secrets, with private temp and cache directories (the compilers'
+    caches in `cache` instead, where given)."""
     env = {k: v for k, v in os.environ.items() if not SECRET.search(k) and not GATE_VARS.search(k)}
     for var in ("TMPDIR",) + CACHE_VARS + HOME_VARS:
-        d = workdir / var.lower()
+        d = (cache / var.lower()) if cache is not None and var in SHARED_CACHE_VARS else workdir / var.lower()
         d.mkdir(parents=True, exist_ok=True)
         env[var] = str(d)
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"      # no pool of compile subprocesses that outlives the build
@@ -141,8 +146,14 @@ def _signal(pid: int, sig: int) -> None:
 class Worker:
     """One spawned process that hosts one model (a candidate or a baseline)."""
 
-    def __init__(self, label: str = "candidate", *, output_limit: int = 4 << 20, memory_limit: int | None = None):
+    def __init__(self, label: str = "candidate", *, output_limit: int = 4 << 20, memory_limit: int | None = None,
+                 cache: Path | str | None = None):
+        """`cache`: a compile cache shared by trusted workers only (the reference as a baseline, a module
+        kernelgate emitted from it), across workers and runs: torch.compile's and Triton's caches go there
+        instead of the worker's private directory. Used only where `isolation.confines_files()` (no
+        candidate's worker can write it, so none can plant code a baseline would load); ignored elsewhere."""
         self.label = label
+        self.cache = Path(cache) if cache is not None and isolation.confines_files() else None
         self.output_limit = output_limit
         self.memory_limit = memory_limit
         self.proc: subprocess.Popen | None = None
@@ -168,9 +179,9 @@ class Worker:
         isolation.judge_setup()
         parent, child = socket.socketpair()
         rparent, rchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = scrubbed_env(self.workdir)
+        env = scrubbed_env(self.workdir, self.cache)
         mem = self.memory_limit
-        confine = isolation.Confinement(self.workdir)
+        confine = isolation.Confinement(self.workdir, (self.cache,) if self.cache is not None else ())
 
         def limits() -> None:
             if mem:

@@ -168,6 +168,12 @@ def available() -> dict[str, str]:
 _JUDGE: tuple[str, ...] | None = None
 
 
+def confines_files() -> bool:
+    """Whether workers can write only beneath their own directories here (Landlock available and
+    isolation on): then a directory no candidate's worker is given cannot be written by one."""
+    return bool(_LINUX and not disabled() and landlock_abi() > 0)
+
+
 def judge_setup() -> tuple[str, ...]:
     """Once per judge process: not dumpable, child subreaper. Returns what took effect."""
     global _JUDGE
@@ -298,7 +304,7 @@ class Confinement:
     """Prepared in the judge (files opened, programs assembled, structures allocated); `apply` runs in the
     forked child before exec and only makes system calls; `report` reads what it achieved afterwards."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, writable: tuple[Path, ...] = ()):
         self.enabled = _LINUX and not disabled()
         self.abi = landlock_abi() if self.enabled else 0
         self.seccomp = self.enabled and seccomp_supported()
@@ -323,7 +329,7 @@ class Confinement:
             size = 24 if self.abi >= 6 else 16 if self.abi >= 4 else 8
             self.ruleset_attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled, 0, self.scoped)[:size], size)
             file_rights = _FS["write_file"] | (_FS["truncate"] if self.abi >= 3 else 0)
-            paths = [(str(workdir), handled)]
+            paths = [(str(workdir), handled)] + [(str(w), handled) for w in writable]
             dev = Path("/dev")
             paths += [(str(dev / n), file_rights) for n in _DEVICES]
             try:

@@ -86,3 +86,33 @@ def test_no_baseline_built(monkeypatch, tmp_path):
         baselines.ready(_task(), GateConfig(), TimingConfig(), Store(str(tmp_path / "s.sqlite")), lambda m: None,
                         notes.append)
     assert notes == ["baseline eager unavailable: no", "baseline compile unavailable: no"]
+
+
+def test_a_new_harness_version_makes_kept_baselines_stale(monkeypatch):
+    """What a timed iteration costs is part of the key: a change of the harness (timing.HARNESS_VERSION) re-times."""
+    from kernelgate.gate import timing
+    k = baselines.key(_task(), TimingConfig())
+    monkeypatch.setattr(timing, "HARNESS_VERSION", timing.HARNESS_VERSION + 1)
+    assert baselines.key(_task(), TimingConfig()) != k
+
+
+def test_only_trusted_and_own_code_sessions_share_the_trusted_cache(monkeypatch, tmp_path):
+    """The reference as a baseline and modules kernelgate emitted from it get the trusted compile cache; a
+    candidate's worker never does (it could plant compiled code a later baseline would load)."""
+    from kernelgate.gate import session as session_mod
+    made = []
+    monkeypatch.setattr(session_mod, "Worker", lambda label, **kw: made.append((label, kw.get("cache"))) or
+                        SimpleNamespace())
+    task = SimpleNamespace(home="cpu", device="cpu", out_bytes=lambda: 0)
+    cfg = GateConfig(trusted_cache=str(tmp_path / "cache"))
+    session_mod.Session(task, None, cfg, "eager", trusted=True)
+    session_mod.Session(task, None, cfg, "candidate")
+    session_mod.Session(task, None, cfg, "candidate", own_code=True)
+    assert made == [("eager", cfg.trusted_cache), ("candidate", None), ("candidate", cfg.trusted_cache)]
+
+
+def test_optimize_and_bench_put_the_trusted_cache_beside_the_store(tmp_path):
+    from kernelgate import api
+    st = Store(str(tmp_path / "s.sqlite"))
+    assert api._cached(GateConfig(), st).trusted_cache == str(tmp_path / "s.sqlite.compile-cache")
+    assert api._cached(GateConfig(trusted_cache="/elsewhere"), st).trusted_cache == "/elsewhere"

@@ -413,3 +413,37 @@ def test_a_forged_lockdown_reply_is_caught_from_outside(tmp_path):
             w.lockdown(60)
         assert e.value.reason is Reason.CRASH and "did not install its process filter" in e.value.message
         assert not w.locked and not _alive(w.pid)
+
+
+CACHE_PROBE = RECORD + '''
+import torch
+class ModelNew(torch.nn.Module):
+    def __init__(self, cache):
+        super().__init__()
+        def put():
+            with open(os.path.join(cache, "planted.txt"), "w") as f:
+                f.write("x")
+        record(inductor=os.environ["TORCHINDUCTOR_CACHE_DIR"], triton=os.environ["TRITON_CACHE_DIR"],
+               write=attempt(put))
+    def forward(self, x):
+        return x
+'''
+
+
+@needs_linux
+def test_the_trusted_compile_cache_is_shared_by_trusted_workers_and_closed_to_candidates(tmp_path):
+    """A worker given the trusted cache (a baseline's) compiles into it; a candidate's worker is never given it
+    and cannot write it (Landlock). Without a filesystem confinement the cache is not used at all."""
+    cache = tmp_path / "compile-cache"
+    probe = tmp_path / "probe.py"
+    probe.write_text(CACHE_PROBE)
+    with Worker("baseline", cache=cache) as trusted, Worker("candidate") as cand:
+        _build(trusted, probe, str(cache / "torchinductor_cache_dir"))
+        _build(cand, probe, str(cache / "torchinductor_cache_dir"))
+        got, other = _result(trusted), _result(cand)
+    assert not other["inductor"].startswith(str(cache)) and not other["triton"].startswith(str(cache))
+    if not isolation.confines_files():
+        assert trusted.cache is None and not got["inductor"].startswith(str(cache))
+        pytest.skip(f"filesystem: {AVAILABLE['filesystem']} (the trusted cache is off here)")
+    assert got["inductor"] == str(cache / "torchinductor_cache_dir") and got["triton"] == str(cache / "triton_cache_dir")
+    assert got["write"] == "done" and other["write"] == "EACCES", (got, other)
