@@ -5,7 +5,6 @@ Exit codes everywhere: 0 success/accepted, 1 rejected/failed check, 2 usage or t
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import logging
 import sys
@@ -345,16 +344,10 @@ def proposer_options(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[st
 def cmd_optimize(args: argparse.Namespace) -> int:
     progress = (lambda m: print(m, file=sys.stderr, flush=True))
     proposers, llm, hints = proposer_options(args)
-    more: dict[str, Any] = {"proposers": proposers, "llm": llm, "hints": hints}
-    if "proposers" not in inspect.signature(api.optimize).parameters:   # an api without proposers: the library
-        if proposers != ("builtin",) or hints:
-            raise KernelgateError("this kernelgate's optimize runs the built-in library only: drop --proposer llm, "
-                                  "--llm* and --hint(s)", Reason.USAGE)
-        more = {}
     res = api.optimize(args.model, target=args.target, budget=args.budget, max_candidates=args.max_candidates,
                        out=args.out, seed=args.seed, resume=args.resume, force=args.force, contract=_contract(args),
                        inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
-                       progress=None if args.json else progress, **more)
+                       progress=None if args.json else progress, proposers=proposers, llm=llm, hints=hints)
     doc = res.to_json()
     _queue(args, lambda st, review: review.queue_optimize(st, res, args.out))
     if args.json:

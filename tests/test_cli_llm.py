@@ -1,11 +1,10 @@
 """optimize's proposer flags: --proposer, --llm*, --hint/--hints; what reaches api.optimize, and bad values as
 usage errors (exit 2, one line)."""
-import inspect
 import json
 
 import pytest
 
-from kernelgate import api, cli
+from kernelgate import cli
 from kernelgate.cli import main
 from kernelgate.proposers.llm import Limits, LLMProposer
 
@@ -23,7 +22,6 @@ def get_inputs():
 def get_init_inputs():
     return [32]
 """
-LLM_API = "proposers" in inspect.signature(api.optimize).parameters
 
 DOC = {"best_strategy": "baseline:eager", "best_ms": 1.0, "baseline_kind": "eager", "baseline_ms": 1.0,
        "speedup": 1.0, "speedup_ci": [1.0, 1.0], "speedup_claimed": False, "candidates": 0, "accepted": 0,
@@ -180,24 +178,7 @@ def test_bad_flags_without_json_are_one_line_on_stderr(write, capsys, captured):
     assert rc == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: --proposer llm needs a model")
 
 
-def test_an_api_without_proposers_runs_the_library_and_refuses_llm_flags(write, capsys, monkeypatch):
-    """The CLI against an api.optimize that takes no proposers: the library run as before; LLM flags exit 2."""
-    calls = []
-
-    def optimize(model, *, target="cpu", budget=300, max_candidates=64, out="out", seed=0, resume=False,
-                 contract=None, inputs=None, config=None, store=None, progress=None, search_config=None,
-                 force=False):
-        calls.append(model)
-        return _Result()
-    monkeypatch.setattr(cli.api, "optimize", optimize)
-    ref = write("ref.py", REF)
-    assert run(capsys, "optimize", ref, "--json", "--proposer", "builtin")[0] == 0 and calls == [ref]
-    rc, out, _ = run(capsys, "optimize", ref, "--json", "--llm-cmd", "agent")
-    assert rc == 2 and "built-in library only" in json.loads(out)["message"] and calls == [ref]
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not LLM_API, reason="api.optimize takes no proposers / llm / hints yet")
 def test_a_run_with_proposer_builtin_is_the_library_run(write, capsys, tmp_path, proj):
     out = tmp_path / "out"
     rc, o, _ = run(capsys, "optimize", write("proj.py", proj), "--proposer", "builtin", "--budget", "120",
