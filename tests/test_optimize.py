@@ -189,3 +189,23 @@ def test_wall_time_stays_within_the_budget(tmp_path, write, proj, fast_search):
                  search_config=fast_search)
     wall = time.monotonic() - t0
     assert wall <= 40 * 1.1, wall
+
+
+@pytest.mark.slow
+def test_a_kept_baseline_is_emitted_checked_with_fewer_trials_and_its_time_kept(tmp_path, write, proj, fast_search):
+    """No candidate: the emitted module is the faster baseline (the reference's own code), checked through the
+    gate with the reduced trial plan; the check's seconds are kept with the baselines for the next run's budget."""
+    from kernelgate.gate import baselines
+    from kernelgate.proposers.library.library import Library
+    ref = write("p.py", proj)
+    store = str(tmp_path / "s.sqlite")
+    res = api.optimize(ref, target="cpu", budget=300, max_candidates=1, out=str(tmp_path / "o"), store=store,
+                       search_config=fast_search, proposers=(Library(()),))
+    doc = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert res.best is None and doc["emitted_check"]["status"] == "accepted"
+    kept = [json.loads(r[0]) for r in Store(store)._connect().execute("SELECT payload FROM baselines").fetchall()]
+    assert len(kept) == 1 and kept[0]["emit_s"] == pytest.approx(doc["emitted_check"]["seconds"], abs=0.01)
+    mod = _load(tmp_path / "o" / "optimized.py")
+    m = mod.Model(*mod.get_init_inputs())
+    assert isinstance(m, torch.nn.Module)
+    assert baselines.Baselines({}, {}, "eager", 0.0).emit_s is None

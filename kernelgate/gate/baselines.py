@@ -88,6 +88,8 @@ class Baselines:
     timings: dict[str, Timing]
     faster: str
     check_s: float
+    key: str = ""
+    emit_s: float | None = None        # what the gate's check of a module emitted from the faster took, last time
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -124,7 +126,8 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         note(f"baseline {n} unavailable: {why}")
     if not sessions:
         raise RuntimeError("no baseline could be built")
-    b = Baselines(sessions, timings, base, check_s)
+    b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if kept is not None and
+                  kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None)
     try:
         if kept is None or base not in sessions:
             timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
@@ -143,3 +146,11 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         b.close()
         raise
     return b
+
+
+def remember_emit(store: Store, key: str, seconds: float) -> None:
+    """Keep what the gate's check of the module emitted from the faster baseline took (the time a later run of
+    this workload keeps for it: Planner.reserve_s)."""
+    kept = store.baselines(key) if key else None
+    if kept is not None:
+        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2)})

@@ -28,10 +28,11 @@ from .task import Task, device_name, prepare, resolve_device, timing_pool  # noq
 REDUCED_PLAN = "trial plan (parametric variant)"
 
 
-def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = False) -> Verdict:
+def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = False, reduced: str = "") -> Verdict:
     """Full correctness gate for one candidate, in a process of its own. `own_code`: the candidate is the
-    reference or a module kernelgate emitted from it (Session: its worker shares the trusted compile cache)."""
-    verdict, session = judge_session(task, cand, cfg, own_code=own_code)
+    reference or a module kernelgate emitted from it (Session: its worker shares the trusted compile cache).
+    `reduced`: why cfg.trials is smaller than the default (recorded as the verdict's trial plan)."""
+    verdict, session = judge_session(task, cand, cfg, own_code=own_code, reduced=reduced)
     session.worker.close()
     return verdict
 

@@ -141,6 +141,7 @@ class Search:
             return tcfg
         self.evaluator.baselines(self.store, self.scfg.timing, timing_for, self.scfg.profile)
         self.planner.baseline_check_s = self.evaluator.baseline_check_s
+        self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
 
     def evaluate(self, c: Candidate) -> Evaluation:
         """Gate, then time against the live baselines, interleaved (rounds stop where the time kept for the

@@ -26,11 +26,13 @@ def test_budget_keeps_room_to_confirm_the_best():
     clock.t += 60                                      # 35 s left to plan (95% of 100 s)
     history = [timed("slow", 2.0, claimed=False)]
     p.record("slow", 30.0)
-    p.baseline_check_s = 4.0                           # checking an emitted baseline
-    p.check(history)                                   # no best: one more 30 s evaluation + 4 s fits
-    p.baseline_check_s = 15.0
-    with pytest.raises(OutOfBudget):                   # 30 s + 15 s for the emitted baseline's check > 35 s
+    p.baseline_check_s = 2.0                           # building and timing a baseline
+    p.check(history)                                   # no best: one more 30 s evaluation + 1.5 x 2 s fits
+    p.baseline_check_s = 4.0
+    with pytest.raises(OutOfBudget):                   # 30 s + 1.5 x 4 s for the emitted baseline's check > 35 s
         p.check(history)
+    p.baseline_emit_s = 4.0                            # an earlier run measured that check: 4 s
+    p.check(history)
     history.append(timed("best", 2.0))
     p.record("best", 5.0)
     p.check(history)                                   # average 17.5 s + confirming the best 5 s < 35 s
