@@ -159,6 +159,10 @@ class Guard:
     def _library_file(self, filename: str) -> bool:
         return filename.startswith(self.stdlib) or filename.startswith("<frozen ")
 
+    def _is_generated(self, code: Any) -> bool:
+        """Whether `code` is one of the code objects generated before the candidate's import (install)."""
+        return self._generated.get(id(code)) is code
+
     def _origin(self) -> str | None:
         """The file of the first frame outside the standard library, walking out from the audited
         operation (skipping this module's own frames); None when it is trusted code."""
@@ -223,7 +227,7 @@ class Guard:
             return f"frames through .{args[1]}" if len(args) > 1 and args[1] in _FRAME_ATTRS else None
         if event in ("object.__setattr__", "object.__delattr__"):
             obj = args[0]
-            if len(args) > 2 and args[1] == "__code__" and self._generated.get(id(args[2])) is args[2]:
+            if len(args) > 2 and args[1] == "__code__" and self._is_generated(args[2]):
                 return "a function given a library's generated code (it may run in the harness's window)"
             if isinstance(obj, type) or callable(obj):
                 mod = getattr(obj, "__module__", None) or ""
@@ -242,7 +246,7 @@ class Guard:
             if len(args) > 1 and self._claims_trusted(args[1]) and not self._genuine(args[0], args[1]):
                 return f"code compiled as {args[1]!r} (a library's file)"
             return None
-        if event == "function.__new__" and args and self._generated.get(id(args[0])) is args[0]:
+        if event == "function.__new__" and args and self._is_generated(args[0]):
             return "a function made from a library's generated code (it may run in the harness's window)"
         if event in ("exec", "function.__new__"):
             code = args[0] if args else None
@@ -323,7 +327,7 @@ class Guard:
         if event == "call" and self._intruder is None:
             code = frame.f_code
             name = code.co_filename
-            if not (self._trusted_file(name) or self._library_file(name) or self._generated.get(id(code)) is code):
+            if not (self._trusted_file(name) or self._library_file(name) or self._is_generated(code)):
                 self._intruder = f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
         return None
 
