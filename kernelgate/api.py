@@ -372,14 +372,15 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     else:
         src, strategy = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind), \
             f"baseline ({result.baseline_kind})"
-    def check_baseline(path: Path):
-        """The gate's check of a module emitted from the faster baseline: the reference's own code under the
-        drop-in wrapper (and torch.compile), so fewer main trials (every kind of check runs); its time is kept
-        for the next run's budget."""
+    def check_baseline(path: Path, kind: str):
+        """The gate's check of a module emitted from a baseline: the reference's own code in the drop-in wrapper
+        (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs); the faster
+        baseline's check time is kept for the next run's budget."""
         v = judge(task, workload.Spec(str(path.resolve()), spec.cls), dataclasses.replace(
             cfg, trials=min(cfg.trials, EMITTED_BASELINE_TRIALS)), own_code=True, reduced=(
-            "the module is the reference itself under kernelgate's drop-in wrapper (the faster baseline, kept)"))
-        if v.accepted:
+            "the module is the reference itself" + (" under torch.compile" if kind == "compile" else "")
+            + " in kernelgate's drop-in wrapper (a baseline)"))
+        if v.accepted and kind == result.baseline_kind:
             baselines_mod.remember_emit(st, search.evaluator.baseline_key, v.seconds)
         return v
 
@@ -388,17 +389,26 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         # the last step: the file a user imports, through the class name they import, goes through the gate
         say(f"checking the emitted module ({emitted.name}:{spec.cls})")
         emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg) \
-            if result.best is not None else check_baseline(emitted)
-        if not emitted_verdict.accepted and result.best is not None:
-            say(f"the emitted module was rejected ({emitted_verdict.reason.value}: {emitted_verdict.message}); "
-                f"emitting the faster baseline instead")
-            src = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind)
-            emit_mod.emit(emitted, src, spec.cls, task.device, [task.given], f"baseline ({result.baseline_kind})")
-            rejected_emit = emitted_verdict
-            emitted_verdict = check_baseline(emitted)
+            if result.best is not None else check_baseline(emitted, result.baseline_kind)
+        # what is emitted instead of a module the gate rejects: the faster baseline, then the reference itself
+        # (torch.compile's output can fall outside the tolerance: 2.83e-6 against 2.8e-6 allowed for a conv)
+        fallbacks = ([result.baseline_kind] if result.best is not None else []) + (
+            ["eager"] if result.baseline_kind == "compile" else [])
+        for kind in fallbacks:
+            if emitted_verdict.accepted:
+                break
+            rejected_emit, rejected_what = emitted_verdict, strategy
+            strategy = f"baseline ({kind})"
+            say(f"the emitted module ({rejected_what}) was rejected ({rejected_emit.reason.value}: "
+                f"{rejected_emit.message}); emitting {strategy} instead")
+            emit_mod.emit(emitted, emit_mod.baseline_source(ref_source, spec.cls, kind), spec.cls, task.device,
+                          [task.given], strategy)
+            emitted_verdict = check_baseline(emitted, kind)
             result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=(
-                *result.notes, f"the module emitted from {strategy} was rejected by the gate ({rejected_emit.reason.value}: "
-                f"{rejected_emit.message}); the baseline was emitted instead"))
+                *result.notes, f"the module emitted from {rejected_what} was rejected by the gate "
+                f"({rejected_emit.reason.value}: {rejected_emit.message}); {strategy} was emitted instead"
+                + (" (the reference itself: slower than the faster baseline's figure above)"
+                   if kind != result.baseline_kind else "")))
     if not emitted_verdict.accepted:
         raise KernelgateError(f"the emitted module {emitted} failed the gate: {emitted_verdict.reason.value}: "
                               f"{emitted_verdict.message}", Reason.TASK_LOAD)

@@ -27,9 +27,9 @@ def test_budget_keeps_room_to_confirm_the_best():
     history = [timed("slow", 2.0, claimed=False)]
     p.record("slow", 30.0)
     p.baseline_check_s = 2.0                           # building and timing a baseline
-    p.check(history)                                   # no best: one more 30 s evaluation + 1.5 x 2 s fits
+    p.check(history)                                   # no best: one more 30 s evaluation + 1.3 x 2 s fits
     p.baseline_check_s = 4.0
-    with pytest.raises(OutOfBudget):                   # 30 s + 1.5 x 4 s for the emitted baseline's check > 35 s
+    with pytest.raises(OutOfBudget):                   # 30 s + 1.3 x 4 s for the emitted baseline's check > 35 s
         p.check(history)
     p.baseline_emit_s = 4.0                            # an earlier run measured that check: 4 s
     p.check(history)
