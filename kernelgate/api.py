@@ -367,11 +367,12 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             result, llm=agent.summary(), notes=result.notes + tuple(agent.notes) + (agent.ledger.line(),))
     ref_source = Path(spec.path).read_text()
     (out_dir / "reference.py").write_text(ref_source)
+    # a baseline's module the gate rejected in an earlier run of this workload is not tried again
+    emit_kind = search.evaluator.baseline_emit_kind or result.baseline_kind
     if result.best is not None:
         src, strategy = result.best.candidate.source, result.best.candidate.strategy
     else:
-        src, strategy = emit_mod.baseline_source(ref_source, spec.cls, result.baseline_kind), \
-            f"baseline ({result.baseline_kind})"
+        src, strategy = emit_mod.baseline_source(ref_source, spec.cls, emit_kind), f"baseline ({emit_kind})"
     def check_baseline(path: Path, kind: str):
         """The gate's check of a module emitted from a baseline: the reference's own code in the drop-in wrapper
         (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs); the faster
@@ -380,20 +381,18 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             cfg, trials=min(cfg.trials, EMITTED_BASELINE_TRIALS)), own_code=True, reduced=(
             "the module is the reference itself" + (" under torch.compile" if kind == "compile" else "")
             + " in kernelgate's drop-in wrapper (a baseline)"))
-        if v.accepted and kind == result.baseline_kind:
-            baselines_mod.remember_emit(st, search.evaluator.baseline_key, v.seconds)
         return v
 
+    t_emit = time.monotonic()
     with search.phases.timed("emitted check"):
         emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
         # the last step: the file a user imports, through the class name they import, goes through the gate
         say(f"checking the emitted module ({emitted.name}:{spec.cls})")
         emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg) \
-            if result.best is not None else check_baseline(emitted, result.baseline_kind)
+            if result.best is not None else check_baseline(emitted, emit_kind)
         # what is emitted instead of a module the gate rejects: the faster baseline, then the reference itself
         # (torch.compile's output can fall outside the tolerance: 2.83e-6 against 2.8e-6 allowed for a conv)
-        fallbacks = ([result.baseline_kind] if result.best is not None else []) + (
-            ["eager"] if result.baseline_kind == "compile" else [])
+        fallbacks = ([emit_kind] if result.best is not None else []) + (["eager"] if emit_kind == "compile" else [])
         for kind in fallbacks:
             if emitted_verdict.accepted:
                 break
@@ -409,6 +408,14 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                 f"({rejected_emit.reason.value}: {rejected_emit.message}); {strategy} was emitted instead"
                 + (" (the reference itself: slower than the faster baseline's figure above)"
                    if kind != result.baseline_kind else "")))
+    if emitted_verdict.accepted and result.best is None:
+        kind = strategy[len("baseline ("):-1]
+        baselines_mod.remember_emit(st, search.evaluator.baseline_key, time.monotonic() - t_emit,
+                                    kind if kind != result.baseline_kind else "")
+        if kind != result.baseline_kind and emit_kind != result.baseline_kind:
+            result = dataclasses.replace(result, notes=(*result.notes, (
+                f"optimized.py is the reference itself: the module emitted from baseline ({result.baseline_kind}) "
+                "was rejected by the gate in an earlier run of this workload")))
     if not emitted_verdict.accepted:
         raise KernelgateError(f"the emitted module {emitted} failed the gate: {emitted_verdict.reason.value}: "
                               f"{emitted_verdict.message}", Reason.TASK_LOAD)

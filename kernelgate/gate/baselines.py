@@ -91,6 +91,7 @@ class Baselines:
     check_s: float
     key: str = ""
     emit_s: float | None = None        # what the gate's check of a module emitted from the faster took, last time
+    emit_kind: str = ""                # the baseline emitted last time when not the faster (its module was rejected)
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -127,8 +128,12 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         note(f"baseline {n} unavailable: {why}")
     if not sessions:
         raise RuntimeError("no baseline could be built")
+    if kept is not None and base in build_s:    # this run's build (a warm compile cache) and the kept measurement
+        share = max(check_s - float(kept[1].get("build_s", {}).get(base, 0.0)), 0.0)
+        check_s = build_s[base] + share
     b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if kept is not None and
-                  kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None)
+                  kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None,
+                  str(kept[1].get("emit_kind", "")) if kept is not None else "")
     try:
         if kept is None or base not in sessions:
             timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
@@ -151,9 +156,10 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     return b
 
 
-def remember_emit(store: Store, key: str, seconds: float) -> None:
-    """Keep what the gate's check of the module emitted from the faster baseline took (the time a later run of
-    this workload keeps for it: Planner.reserve_s)."""
+def remember_emit(store: Store, key: str, seconds: float, kind: str = "") -> None:
+    """Keep what emitting a baseline took (the gate's checks of the modules tried: the time a later run of this
+    workload keeps for it, Planner.reserve_s) and, where the faster baseline's module was rejected, the kind
+    emitted instead (a later run emits that one directly)."""
     kept = store.baselines(key) if key else None
     if kept is not None:
-        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2)})
+        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2), "emit_kind": kind})

@@ -37,6 +37,7 @@ class Evaluator:
         self.base_insight: dict | None = None       # the faster baseline's profile summary
         self.baseline_check_s = 0.0                   # what building and timing a baseline took
         self.baseline_key, self.baseline_emit_s = "", None   # the kept baselines' key; their emitted check's seconds
+        self.baseline_emit_kind = ""                  # the baseline to emit when not the faster (gate/baselines.py)
         self.estimates: dict = {}                     # strategy -> profiling.fusion.FusionEstimate
         self.spares: Spares | None = None             # the next candidate's worker, started ahead
 
@@ -55,7 +56,7 @@ class Evaluator:
             b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for)
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
-        self.baseline_key, self.baseline_emit_s = b.key, b.emit_s
+        self.baseline_key, self.baseline_emit_s, self.baseline_emit_kind = b.key, b.emit_s, b.emit_kind
         if profile:
             with self.phases.timed("profiling"):
                 self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes,
