@@ -281,3 +281,26 @@ def test_onednn_weights_never_stale_and_the_reference_path_where_not_verified():
     m.train()
     with torch.no_grad():
         torch.testing.assert_close(gm(x), m(x), atol=1e-4, rtol=1e-5)     # batch statistics, as the reference
+
+
+@onednn
+def test_onednn_in_channels_last_from_entry_to_exit():
+    """The variant that converts 4-D inputs once at the entry and 4-D outputs back at the exit: same values,
+    the reference's strides, and the conversions appear once each."""
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = ConvAct(torch.relu, bn=True)
+            self.b = nn.Conv2d(16, 8, 1)
+
+        def forward(self, x, scale):
+            return self.b(torch.max_pool2d(self.a(x), 2)) * scale, x.mean()
+    m = _stats(Two()).eval()
+    xs = [torch.randn(2, 8, 10, 12), torch.tensor(0.5)]
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert R.kg_rewrite_onednn(gm, channels_last=True) == 2
+    assert gm.code.count("kg_channels_last(") == 2 and gm.code.count("kg_contiguous(") == 1
+    with torch.no_grad():
+        got, want = gm(*xs), m(*xs)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
+    assert got[0].stride() == want[0].stride() and got[0].is_contiguous()

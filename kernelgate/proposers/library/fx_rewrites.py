@@ -633,10 +633,27 @@ def _kg_act_of(node, mods):
     return None
 
 
-def kg_rewrite_onednn(gm):
+def kg_channels_last(x):
+    """A 4-D tensor in channels-last memory format (anything else as it is)."""
+    return x.contiguous(memory_format=torch.channels_last) if torch.is_tensor(x) and x.dim() == 4 else x
+
+
+def kg_contiguous(out):
+    """Outputs back in the default memory format (4-D tensors, in a tuple or list too)."""
+    if torch.is_tensor(out):
+        return out.contiguous() if out.dim() == 4 else out
+    if isinstance(out, (tuple, list)):
+        return type(out)(kg_contiguous(o) for o in out)
+    return out
+
+
+def kg_rewrite_onednn(gm, channels_last=False):
     """Conv2d (zero padding) with an eval-mode BatchNorm2d after it (or fold-bn's kg_conv_bn) and an activation
     oneDNN fuses (relu, gelu, sigmoid, tanh, silu, hardswish, leaky_relu), each optional, or Linear with such an
-    activation, each used only by the next: one kg_onednn_layer call (CPU)."""
+    activation, each used only by the next: one kg_onednn_layer call (CPU). With `channels_last`, 4-D inputs
+    are converted once at the graph's entry and 4-D outputs back at its exit, so the layers in between run in
+    oneDNN's own layout (each kg_onednn_layer otherwise converts its input and output: 0.39 + 0.17 ms around a
+    1.4 ms conv of 1 MiB on a 2-core CPU)."""
     mods = dict(gm.named_modules())
     n = 0
     for node in list(gm.graph.nodes):
@@ -684,6 +701,16 @@ def kg_rewrite_onednn(gm):
             gm.graph.erase_node(c)
         gm.graph.eliminate_dead_code()
         n += 1
+    if n and channels_last:
+        for node in list(gm.graph.nodes):
+            if node.op == "placeholder" and node.users:
+                with gm.graph.inserting_after(node):
+                    cl = gm.graph.call_function(kg_channels_last, (node,))
+                node.replace_all_uses_with(cl, delete_user_cb=lambda user: user is not cl)
+            elif node.op == "output":
+                with gm.graph.inserting_before(node):
+                    back = gm.graph.call_function(kg_contiguous, (node.args[0],))
+                node.args = (back,)
     return kg_finish(gm, n)
 
 

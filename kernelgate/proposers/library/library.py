@@ -339,7 +339,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("cpp:layernorm", "cpp-layernorm", "OpenMP/SIMD C++ LayerNorm over the last dim", cpu_only=True),
     _rewrite("cpu:onednn", "onednn",
              "Conv2d / Linear (+ eval batch norm folded) + activation as one oneDNN call with the weight pre-packed "
-             "(channels-last inside, no compiler needed)", cpu_only=True),
+             "(no compiler needed); convolutions in channels-last from the graph's entry to its exit, or per layer",
+             cpu_only=True, variants=lambda ctx: [{"channels_last": True}, {}] if _has_conv(ctx) else [{}]),
     # workloads already in fp8 / int8 / bf16 (precision.py); matched on a trace with live buffers
     Strategy("precision:fp8-scaled-mm", "rewrite", lambda ctx: precision.applies(ctx, "fp8-scaled-mm"),
              _render_rewrite, doc="fp8 dequantize-then-matmul (bf16/fp16 result) as torch._scaled_mm with its scales",
