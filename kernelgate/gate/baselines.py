@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import workload
@@ -83,7 +84,10 @@ def key(task: Task, tcfg: TimingConfig) -> str:
 @dataclass
 class Baselines:
     """The baselines a search times candidates against: the live sessions (those within 10% of the faster),
-    every baseline's timing, the faster one, and what checking a baseline costs (building and timing it)."""
+    every baseline's timing, the faster one, and what checking a baseline costs (building and timing it).
+    With `pending`, a baseline is still building in the background (torch.compile compiling on its first call
+    while the search gates candidates): `complete()` waits for it, then measures them all (before the first
+    candidate is timed, and before the run ends)."""
 
     sessions: dict[str, Session]
     timings: dict[str, Timing]
@@ -92,19 +96,53 @@ class Baselines:
     key: str = ""
     emit_s: float | None = None        # what the gate's check of a module emitted from the faster took, last time
     emit_kind: str = ""                # the baseline emitted last time when not the faster (its module was rejected)
+    pending: Callable[[], None] | None = None
+    background: list = field(default_factory=list)     # Background threads (their sessions join `sessions`)
+
+    def complete(self) -> None:
+        """Wait for a baseline building in the background, then measure (a no-op when nothing is pending)."""
+        finish, self.pending = self.pending, None
+        if finish is not None:
+            try:
+                finish()
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         for s in self.sessions.values():
             s.worker.close()
+        for t in self.background:       # built but never measured (a worker still building ends with the judge)
+            for s in (t.result[0].values() if t.result is not None else ()):
+                s.worker.close()
+
+
+class Background(threading.Thread):
+    """One baseline built (its first call included) in a thread of the judge, its worker doing the work."""
+
+    def __init__(self, task: Task, name: str, cfg: GateConfig, say: Callable[[str], None]):
+        super().__init__(daemon=True, name=f"baseline-{name}")
+        self.task, self.name_, self.cfg, self.say = task, name, cfg, say
+        self.result: tuple[dict[str, Session], dict[str, str], dict[str, float]] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = build(self.task, [self.name_], self.cfg, self.say)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            self.error = e
 
 
 def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Callable[[str], None],
-          note: Callable[[str], None], timing_for: Callable[[float], TimingConfig] | None = None) -> Baselines:
+          note: Callable[[str], None], timing_for: Callable[[float], TimingConfig] | None = None,
+          overlap: bool = False) -> Baselines:
     """Eager and torch.compile for a search: read from the store when this workload was measured before on
     this device with this software and timing (then only those within 10% of the faster are built), else
     built, timed side by side (`timing_for(seconds the builds took)` may shorten the measurement) and kept;
     then only those within 10% of the faster stay alive (every candidate is timed interleaved with them, so
     fewer baselines mean more candidates). Progress goes to `say`, what the result should record to `note`.
+    With `overlap`, a compile baseline that must be measured builds in the background (Baselines.pending):
+    its compile (30 s for a small CNN on a 2-core CPU with a cold cache) overlaps the first candidates' gate.
     Raises RuntimeError when no baseline can be built."""
     k = key(task, tcfg)
     kept = store.baselines(k)
@@ -122,19 +160,37 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
                + f"; faster: {base}; building {', '.join(names)} to time candidates against")
         note(msg)
         say(msg)
-    phase0 = time.monotonic()
-    sessions, unavailable, build_s = build(task, names, cfg, say)
-    for n, why in unavailable.items():
-        note(f"baseline {n} unavailable: {why}")
-    if not sessions:
+    later = [n for n in names if n == "compile"] if overlap and kept is None and len(names) > 1 else []
+    sessions, unavailable, build_s = build(task, [n for n in names if n not in later], cfg, say)
+    background = [Background(task, n, cfg, say) for n in later]
+    for t in background:
+        t.start()
+    if not sessions and not background:
+        for n, why in unavailable.items():
+            note(f"baseline {n} unavailable: {why}")
         raise RuntimeError("no baseline could be built")
     if kept is not None and base in build_s:    # this run's build (a warm compile cache) and the kept measurement
         share = max(check_s - float(kept[1].get("build_s", {}).get(base, 0.0)), 0.0)
         check_s = build_s[base] + share
+    elif kept is None:                           # until measured: what the baselines built so far took
+        check_s = max(build_s.values(), default=0.0)
     b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if kept is not None and
                   kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None,
                   str(kept[1].get("emit_kind", "")) if kept is not None else "")
-    try:
+
+    def finish() -> None:
+        for t in background:
+            t.join()
+            if t.error is not None:
+                raise t.error
+            got, why, secs = t.result
+            sessions.update(got)
+            unavailable.update(why)
+            build_s.update(secs)
+        for n, why in unavailable.items():
+            note(f"baseline {n} unavailable: {why}")
+        if not sessions:
+            raise RuntimeError("no baseline could be built")
         if kept is None or base not in sessions:
             timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
             t_measure = time.monotonic()
@@ -150,9 +206,14 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
                 sessions.pop(name).worker.close()
                 note(f"baseline {name} ({b.timings[name].median_ms:.4g} ms) is more than 10% slower than "
                      f"{b.faster}: candidates are timed against {b.faster} alone")
-    except BaseException:
-        b.close()
-        raise
+
+    b.background = background
+    if background:
+        say(f"baseline {', '.join(later)}: building in the background while candidates are checked")
+        b.pending = finish
+    else:
+        b.pending = finish
+        b.complete()
     return b
 
 

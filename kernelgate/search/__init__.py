@@ -109,9 +109,12 @@ class Search:
             if restore is not None and self.history:
                 with self.phases.timed("propose"):
                     restore(self.context(), [e.candidate for e in self.history])
-        Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
-             self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append,
-             phase=self.phases.timed).run()
+        try:
+            Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
+                 self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append,
+                 phase=self.phases.timed).run()
+        finally:
+            self.complete_baselines()
 
     def _analyse(self) -> None:
         """The reference's graph, the machine model, the fusion estimates."""
@@ -140,6 +143,14 @@ class Search:
                 tcfg = replace(tcfg, rounds=2)
             return tcfg
         self.evaluator.baselines(self.store, self.scfg.timing, timing_for, self.scfg.profile)
+        self._sync_baselines()
+
+    def complete_baselines(self) -> None:
+        """A baseline building in the background (the compile baseline's first run) built and measured."""
+        self.evaluator.complete_baselines()
+        self._sync_baselines()
+
+    def _sync_baselines(self) -> None:
         self.planner.baseline_check_s = self.evaluator.baseline_check_s
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
 
@@ -158,12 +169,16 @@ class Search:
         """The confirmation calls this without `history`: the full gate, always."""
         # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
         build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(self.best())))
-        return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
-                                             self.scfg.variant_trials if history else 0, profile_min)
+        try:
+            return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
+                                                 self.scfg.variant_trials if history else 0, profile_min)
+        finally:
+            self._sync_baselines()
 
     def confirm(self) -> None:
         """The best claimed candidates judged and timed afresh (evaluator.confirm)."""
         self.confirm_ran = True
+        self.complete_baselines()
         with self.phases.timed("confirmation", collapse=True):
             self.confirmed, self.confirmations = evaluator_mod.confirm(
                 self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)

@@ -38,6 +38,8 @@ class Evaluator:
         self.baseline_check_s = 0.0                   # what building and timing a baseline took
         self.baseline_key, self.baseline_emit_s = "", None   # the kept baselines' key; their emitted check's seconds
         self.baseline_emit_kind = ""                  # the baseline to emit when not the faster (gate/baselines.py)
+        self._baselines: baselines_mod.Baselines | None = None
+        self._profile_baseline = False
         self.estimates: dict = {}                     # strategy -> profiling.fusion.FusionEstimate
         self.spares: Spares | None = None             # the next candidate's worker, started ahead
 
@@ -53,10 +55,32 @@ class Evaluator:
         """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
         only those within 10% of the faster stay alive. The faster one is profiled."""
         with self.phases.timed("baselines"):
-            b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for)
+            b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for,
+                                    overlap=True)
+        self._baselines, self._profile_baseline = b, profile
+        self._take(b)
+
+    def _take(self, b: baselines_mod.Baselines) -> None:
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
         self.baseline_key, self.baseline_emit_s, self.baseline_emit_kind = b.key, b.emit_s, b.emit_kind
+        if b.pending is None:
+            self._profile_faster(self._profile_baseline)
+
+    @property
+    def baselines_pending(self) -> bool:
+        return self._baselines is not None and self._baselines.pending is not None
+
+    def complete_baselines(self) -> None:
+        """The baselines measured, once one building in the background is built (before a candidate is timed
+        against them, and before the run ends)."""
+        if self.baselines_pending:
+            with self.phases.candidate(None), self.phases.timed("baselines"):    # no candidate's time
+                self._baselines.complete()
+            with self.phases.candidate(None):
+                self._take(self._baselines)
+
+    def _profile_faster(self, profile: bool) -> None:
         if profile:
             with self.phases.timed("profiling"):
                 self.base_insight = summary.try_observe(self.base_sessions[self.base_label], self.notes,
@@ -122,6 +146,7 @@ class Evaluator:
             try:
                 if on_accept is not None:
                     on_accept()
+                self.complete_baselines()
                 sessions = {**self.base_sessions, c.id: s}
                 # a spread over fewer rounds is wider, so the claim threshold rises with it
                 with ph.timed("timing"):
@@ -157,6 +182,8 @@ class Evaluator:
             "derivation": self.estimates[name].derivation}}
 
     def close(self) -> None:
+        if self._baselines is not None:
+            self._baselines.close()
         for s in self.base_sessions.values():
             s.worker.close()
         if self.spares is not None:

@@ -116,3 +116,21 @@ def test_optimize_and_bench_put_the_trusted_cache_beside_the_store(tmp_path):
     st = Store(str(tmp_path / "s.sqlite"))
     assert api._cached(GateConfig(), st).trusted_cache == str(tmp_path / "s.sqlite.compile-cache")
     assert api._cached(GateConfig(trusted_cache="/elsewhere"), st).trusted_cache == "/elsewhere"
+
+
+def test_overlap_builds_compile_in_the_background_and_measures_on_complete(fake, tmp_path):
+    """With overlap, a compile baseline that must be measured builds in a thread while the search goes on;
+    complete() joins it and measures both (a second complete() does nothing)."""
+    notes, said = [], []
+    b = baselines.ready(_task(), GateConfig(), TimingConfig(rounds=3), Store(str(tmp_path / "s.sqlite")),
+                        said.append, notes.append, overlap=True)
+    assert b.pending is not None and b.timings == {} and list(b.sessions) == ["eager"]
+    assert any("in the background" in m for m in said)
+    b.complete()
+    assert b.pending is None and fake["measured"] == 1 and b.faster == "eager"
+    assert sorted(n for built in fake["built"] for n in built) == ["compile", "eager"]
+    b.complete()
+    assert fake["measured"] == 1
+    kept = baselines.ready(_task(), GateConfig(), TimingConfig(rounds=3), Store(str(tmp_path / "s.sqlite")),
+                           said.append, notes.append, overlap=True)
+    assert kept.pending is None and fake["measured"] == 1             # read from the store: nothing to overlap
