@@ -138,6 +138,37 @@ def _rows(result: dict) -> list[dict[str, str]]:
     return rows
 
 
+def _usage_rows(result: dict) -> list[dict[str, str]]:
+    """Per proposal that cost model requests (LLM proposers): the model, requests, tokens, cost, the seconds
+    waiting for the model, then the seconds of the candidate's gate and timing (result "phases" per candidate),
+    and the verdict: where each candidate's time and money went."""
+    per = ((result.get("phases") or {}).get("per_candidate") or {})
+    rows = []
+    for i, ev in enumerate(result.get("evaluations") or []):
+        c, v = ev.get("candidate") or {}, ev.get("verdict") or {}
+        u = c.get("usage")
+        if not u:
+            continue
+        ph = per.get(c.get("id"), {})
+        gate = sum(float(ph.get(k, 0.0)) for k in ("worker start", "build", "spares", "trials", "re-check"))
+        timed = sum(float(ph.get(k, 0.0)) for k in ("timing", "profiling"))
+        cost = u.get("cost_usd")
+        rows.append({"#": str(i), "strategy": str(c.get("strategy") or "-"), "model": str(u.get("model") or "-"),
+                     "requests": f"{u.get('requests', 0)} ({u.get('retries', 0)} retried)",
+                     "tokens in/out": f"{u.get('input_tokens', 0)} / {u.get('output_tokens', 0)}"
+                                      + (" (estimated)" if u.get("estimated") else ""),
+                     "cost": "unpriced" if cost is None else f"${float(cost):.4f}",
+                     "model wait s": f"{float(u.get('wait_s') or 0.0) + float(u.get('queue_s') or 0.0):.1f}",
+                     "gate s": f"{gate:.1f}", "timing s": f"{timed:.1f}", "verdict": str(v.get("status") or "-")})
+    return rows
+
+
+USAGE_COLUMNS = ["#", "strategy", "model", "requests", "tokens in/out", "cost", "model wait s", "gate s", "timing s",
+                 "verdict"]
+USAGE_NOTE = ("Each model-written candidate: what proposing it cost (requests, retries, tokens, price, seconds waiting "
+              "for the model or a free request slot), then the seconds of its gate (worker start, build, trials, "
+              "re-check) and its timing and profile.")
+
 COLUMNS = ["#", "gen", "strategy", "parent", "verdict", "reason", "median (search)", "baseline (search)",
            "speedup (search)", "bottleneck"]
 TABLE_NOTE = ("Figures from the search: each accepted candidate's median per call and the faster baseline's, "
@@ -446,6 +477,9 @@ def render_markdown(result: dict, svg_name: str = "convergence.svg") -> str:
     b += ["", "## Baselines (timed at the start of the search)", "", BASELINES_NOTE, "",
           f"- eager: {_timing(result.get('eager'))}", f"- torch.compile: {_timing(result.get('compile'))}"]
     b += ["", "## Candidates", ""] + (_md_table(COLUMNS, _rows(result), TABLE_NOTE) or ["No candidates were evaluated."])
+    usage = _usage_rows(result)
+    if usage:
+        b += ["", "## Model usage per candidate", ""] + _md_table(USAGE_COLUMNS, usage, USAGE_NOTE)
     conf = _confirmation_rows(result)
     if conf:
         b += ["", "## Confirmation", ""] + _md_table(CONFIRM_COLUMNS, conf, CONFIRM_NOTE)
@@ -486,13 +520,15 @@ def render_html(result: dict, svg: str) -> str:
     cands = table(COLUMNS, _rows(result), TABLE_NOTE, "verdict") or "<p>No candidates were evaluated.</p>"
     conf = _confirmation_rows(result)
     conf_html = f"<h2>Confirmation</h2>{table(CONFIRM_COLUMNS, conf, CONFIRM_NOTE)}" if conf else ""
+    usage = _usage_rows(result)
+    usage_html = f"<h2>Model usage per candidate</h2>{table(USAGE_COLUMNS, usage, USAGE_NOTE)}" if usage else ""
     cond = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _conditions(result))
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(_title(result))}</title>",
         f"<style>{CSS}</style></head><body>", f"<h1>{e(_title(result))}</h1>", "<h2>Summary</h2>", summ,
         "<h2>Baselines (timed at the start of the search)</h2>", f"<p>{e(BASELINES_NOTE)}</p>",
         ul([f"eager: {_timing(result.get('eager'))}", f"torch.compile: {_timing(result.get('compile'))}"]),
-        "<h2>Candidates</h2>", cands, conf_html, "<h2>Convergence</h2>", svg,
+        "<h2>Candidates</h2>", cands, usage_html, conf_html, "<h2>Convergence</h2>", svg,
         "<h2>Fingerprint distance vs time</h2>", fingerprint_svg(result),
         "<h2>Hardware and software</h2>", f"<table>{cond}</table>" if cond else "<p>(not recorded)</p>",
         "<h2>Correctness check</h2>", f"<p>{e(CHECK_TEXT)}</p>",

@@ -303,3 +303,25 @@ def test_progress_line_shows_the_baseline_it_compares_with():
     assert "best: baseline" in progress_line(3, r["evaluations"][2], None)
     noisy = r["evaluations"][1] | {"baseline": dict(r["evaluations"][1]["baseline"], spread=2.0)}
     assert "unreliable" in progress_line(2, noisy, None)
+
+
+def test_model_usage_per_candidate_with_its_gate_and_timing_seconds(tmp_path):
+    """Candidates an LLM wrote carry their usage: report.md and report.html list each with the model, requests,
+    tokens, cost, the seconds waiting for the model and the seconds of its gate and timing (result "phases")."""
+    doc = _result()
+    cands = doc["evaluations"]
+    cands[1]["candidate"]["usage"] = {"model": "qwen-coder", "requests": 2, "retries": 1, "input_tokens": 1200,
+                                      "output_tokens": 340, "cost_usd": None, "wait_s": 3.25, "queue_s": 0.5}
+    cands[2]["candidate"]["usage"] = {"model": "claude", "requests": 1, "retries": 0, "input_tokens": 900,
+                                      "output_tokens": 200, "cost_usd": 0.0123, "wait_s": 1.0, "queue_s": 0.0}
+    doc["phases"] = {"per_candidate": {cands[1]["candidate"]["id"]: {"worker start": 0.5, "build": 1.0,
+                                                                     "trials": 2.0, "timing": 1.5}}}
+    paths = write_report(doc, tmp_path / "out", reproduce_cmds=CMDS)
+    md, page = paths["report.md"].read_text(), paths["report.html"].read_text()
+    assert "## Model usage per candidate" in md and "<h2>Model usage per candidate</h2>" in page
+    row = next(line for line in md.splitlines() if "qwen-coder" in line)
+    for want in ("2 (1 retried)", "1200 / 340", "unpriced", "| 3.8 |", "| 3.5 |", "| 1.5 |", "accepted"):
+        assert want in row, (want, row)
+    assert "$0.0123" in md and "rejected" in next(line for line in md.splitlines() if "claude" in line)
+    plain = write_report(_result(), tmp_path / "plain", reproduce_cmds=CMDS)["report.md"].read_text()
+    assert "Model usage" not in plain                     # the library's candidates cost no model requests
