@@ -240,21 +240,24 @@ class BenchResult:
 @dataclass(frozen=True)
 class Level:
     """One level of a candidate's stack: a strategy's name and its parameters, in the strategy's own order
-    (the order is part of the rendered source)."""
+    (the order is part of the rendered source), and which of them only schedule the work (the strategy's
+    `tuning` parameters: tile sizes, warps, stages; two stacks differing only in those compute the same
+    function, search/policy.py's parametric variants)."""
 
     name: str
     params: tuple[tuple[str, Any], ...] = ()
+    tuning: tuple[str, ...] = ()
 
     def label(self) -> str:
         """`name(k=v, ...)`, or the name alone without parameters (the display form)."""
         return self.name + (f"({', '.join(f'{k}={v}' for k, v in self.params)})" if self.params else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "params": dict(self.params)}
+        return {"name": self.name, "params": dict(self.params), **({"tuning": list(self.tuning)} if self.tuning else {})}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Level":
-        return Level(d["name"], tuple(dict(d.get("params") or {}).items()))
+        return Level(d["name"], tuple(dict(d.get("params") or {}).items()), tuple(d.get("tuning") or ()))
 
 
 @dataclass(frozen=True)

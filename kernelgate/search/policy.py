@@ -15,7 +15,7 @@ from ..proposers import EXPLORE, REFINE, RESTART
 from ..records import Candidate, Evaluation
 
 __all__ = ["Budget", "SearchConfig", "OutOfBudget", "Planner", "Modes", "PLAN_SHARE", "EXPLORE", "REFINE",
-           "RESTART", "best", "best_ratio", "promising", "cost_kind", "family", "TUNING_PARAMS", "variant_anchor"]
+           "RESTART", "best", "best_ratio", "promising", "cost_kind", "family", "variant_anchor"]
 
 Clock = Callable[[], float]
 
@@ -86,23 +86,6 @@ def promising(history: Sequence[Evaluation], cfg: SearchConfig) -> bool:
 
 # ------------------------------------------------------------------ parametric variants
 
-#: Parameters of the strategy library's levels (proposers/library: triton_kernels.VARIANTS, triton_fusion.VARIANTS,
-#: the GEMM configurations) that choose how a kernel is scheduled, never what it computes: tile sizes, warps per
-#: program, pipeline stages. Two stacks whose levels differ only in these compute the same function (up to the
-#: order of floating-point accumulation, which the tolerance covers). Parameters left out change what runs:
-#: `fp32_precision` (TF32 or not), `triton_epilogue` (another code path), a compile `mode` (CUDA graphs or not),
-#: cudagraph `outputs` (copies or the graph's own buffers). tests/search/test_search_variants.py checks each
-#: name here against the library's strategies and their variants.
-TUNING_PARAMS: dict[str, frozenset[str]] = {
-    "triton:softmax": frozenset({"num_warps"}),
-    "triton:layernorm": frozenset({"num_warps"}),
-    "triton:attention": frozenset({"block_m", "block_n", "num_warps", "num_stages"}),
-    "triton:pointwise": frozenset({"block", "num_warps"}),
-    "triton:gemm-epilogue": frozenset({"block", "num_warps"}),
-    "triton:gemm": frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"}),
-    "triton:gemm-3xtf32": frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"}),
-}
-
 LIBRARY = "library"
 
 
@@ -118,7 +101,7 @@ def _tuning_only(a: Candidate, b: Candidate) -> bool | None:
         if x.name != y.name or set(px) != set(py):
             return None
         changed = {k for k in px if px[k] != py[k]}
-        if changed - TUNING_PARAMS.get(x.name, frozenset()):
+        if changed - set(x.tuning) or x.tuning != y.tuning:
             return None
         differs = differs or bool(changed)
     return differs
@@ -129,7 +112,7 @@ def variant_anchor(c: Candidate, history: Sequence[Evaluation],
     """The evaluation that makes `c` a parametric variant of a family that passed, or None (then c gets the
     full gate). c qualifies only when it is the strategy library's (never an LLM's or a person's), has a typed
     stack, and some accepted library candidate whose verdict came from the full gate (`full_gate`) has the same
-    stack with only TUNING_PARAMS values changed; and no member of that family (tuning-only variants of c) was
+    stack with only its levels' tuning parameters (Level.tuning) changed; and no member of that family (tuning-only variants of c) was
     rejected in this run (a family with one failure gets the full gate for every further variant)."""
     if c.proposer != LIBRARY or not c.stack:
         return None

@@ -1,5 +1,6 @@
 """The reduced trial plan for parametric variants (docs/GATE.md "Parametric variants"): which candidates get
-it, which never do, and the declaration it rests on (policy.TUNING_PARAMS) against the strategy library."""
+it, which never do, and the declaration it rests on (each strategy's `tuning` set, carried by Level.tuning) against
+the strategy library."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,16 +12,20 @@ from kernelgate.proposers import Context
 from kernelgate.proposers.library.library import STRATEGIES
 from kernelgate.records import Candidate, Check, Contract, Evaluation, Level, Reason, Status, Verdict
 from kernelgate.search.evaluator import Evaluator, full_gate
-from kernelgate.search.policy import TUNING_PARAMS, SearchConfig, variant_anchor
+from kernelgate.search.policy import SearchConfig, variant_anchor
 
 OK = Verdict(Status.ACCEPTED, Reason.OK, "ok")
 REDUCED = Verdict(Status.ACCEPTED, Reason.OK, "ok", checks=(Check(REDUCED_PLAN, True, "4 main trials"),))
 GEMM = {"block_m": 128, "block_n": 128, "block_k": 64, "num_warps": 8, "num_stages": 3, "fp32_precision": ""}
 
 
+TUNING = {s.name: tuple(sorted(s.tuning)) for s in STRATEGIES}
+
+
 def cand(cid: str, *levels: tuple[str, dict], proposer: str = "library") -> Candidate:
+    """A candidate whose levels carry their strategies' tuning declarations, as the library makes them."""
     return Candidate(cid, cid, f"# {cid}", proposer=proposer,
-                     stack=tuple(Level(n, tuple(p.items())) for n, p in levels))
+                     stack=tuple(Level(n, tuple(p.items()), TUNING.get(n, ())) for n, p in levels))
 
 
 def ev(c: Candidate, verdict: Verdict = OK) -> Evaluation:
@@ -94,15 +99,27 @@ def test_trial_plan_counts():
 
 
 def test_tuning_params_are_the_library_strategies_own_variant_parameters():
-    """Every name in TUNING_PARAMS is a strategy of the library whose variants carry those parameters, and
-    varies them; the parameters that choose precision or a code path are not declared."""
+    """A strategy's tuning set names parameters its variants carry and vary; the parameters that choose precision,
+    a layout or a code path are never declared; the library's candidates carry the declaration on each level."""
+    from kernelgate.proposers.library.library import Library
     ctx = Context("", "Model", "cuda", "fake", Contract(), GraphInfo(True), (), {})
-    by = {s.name: s for s in STRATEGIES}
-    for name, params in TUNING_PARAMS.items():
-        assert name in by, name
-        variants = by[name].variants(ctx)
+    declared = [s for s in STRATEGIES if s.tuning]
+    assert {s.name for s in declared} >= {"triton:gemm", "triton:gemm-3xtf32", "triton:softmax"}
+    for s in declared:
+        variants = s.variants(ctx)
         keys = set().union(*(v.keys() for v in variants))
-        assert params <= keys, (name, params - keys)
-        assert len(variants) >= 2, name
-    semantic = {"fp32_precision", "triton_epilogue", "mode", "outputs", "format"}
-    assert not any(p & semantic for p in TUNING_PARAMS.values())
+        assert s.tuning <= keys, (s.name, s.tuning - keys)
+        assert len(variants) >= 2, s.name
+    semantic = {"fp32_precision", "triton_epilogue", "mode", "outputs", "format", "channels_last"}
+    assert not any(s.tuning & semantic for s in STRATEGIES)
+    gemm = next(s for s in STRATEGIES if s.name == "triton:gemm")
+    made = Library()._make(ctx, [(gemm, dict(GEMM))], None, 0)
+    assert made.stack[0].tuning == tuple(sorted(gemm.tuning))
+
+
+def test_a_change_of_an_undeclared_parameter_or_a_level_without_a_declaration_is_a_new_family():
+    bare = Candidate("n", "n", "# n", stack=(Level("triton:gemm", tuple({**GEMM, "block_n": 64}.items())),))
+    passed = Candidate("o", "o", "# o", stack=(Level("triton:gemm", tuple(GEMM.items())),))
+    assert variant_anchor(bare, [ev(passed)]) is None           # rows stored before levels carried the declaration
+    assert Level.from_json(Level("x", (("a", 1),), ("a",)).to_json()) == Level("x", (("a", 1),), ("a",))
+    assert Level.from_json({"name": "x", "params": {"a": 1}}).tuning == ()

@@ -38,6 +38,12 @@ class Strategy:
     variants: Callable[[Context], list[dict[str, Any]]] = field(default=lambda ctx: [{}])
     doc: str = ""
     rewrite: str = ""                           # key in REWRITE_FNS, for kind "rewrite"
+    #: parameters of its variants that choose how a kernel is scheduled, never what it computes (tile sizes, warps
+    #: per program, pipeline stages): two stacks differing only in these compute the same function, up to the order
+    #: of floating-point accumulation, which the tolerance covers (search/policy.py's parametric variants). Never
+    #: declared: `fp32_precision` (TF32 or not), `triton_epilogue` (another code path), a compile `mode` (CUDA
+    #: graphs or not), cudagraph `outputs` (copies or the graph's own buffers), `channels_last` (another layout).
+    tuning: frozenset[str] = frozenset()
 
 
 def _tag(name: str, params: dict[str, Any]) -> str:
@@ -101,8 +107,10 @@ def _rewrite_applies(rewrite: str, gpu_only: bool = False, cpu_only: bool = Fals
 
 
 def _rewrite(name: str, key: str, doc: str, gpu_only: bool = False, cpu_only: bool = False,
-             variants: Callable[[Context], list[dict[str, Any]]] = lambda ctx: [{}]) -> Strategy:
-    return Strategy(name, "rewrite", _rewrite_applies(key, gpu_only, cpu_only), _render_rewrite, variants, doc, key)
+             variants: Callable[[Context], list[dict[str, Any]]] = lambda ctx: [{}],
+             tuning: frozenset[str] = frozenset()) -> Strategy:
+    return Strategy(name, "rewrite", _rewrite_applies(key, gpu_only, cpu_only), _render_rewrite, variants, doc, key,
+                    tuning)
 
 
 def _triton_gemm_applies(ctx: Context) -> bool:
@@ -304,16 +312,20 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("rewrite:activation-idioms", "activation-idioms",
              "activations written out (x * sigmoid(x), the tanh form of GELU) as the library's one-kernel versions"),
     _rewrite("triton:softmax", "triton-softmax", "one-program-per-row Triton softmax (exp2, max subtraction)",
-             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"]),
+             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-softmax"],
+             tuning=frozenset({"num_warps"})),
     _rewrite("triton:layernorm", "triton-layernorm", "one-program-per-row Triton LayerNorm",
-             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-layernorm"]),
+             gpu_only=True, variants=lambda ctx: triton_kernels.VARIANTS["triton-layernorm"],
+             tuning=frozenset({"num_warps"})),
     _rewrite("triton:attention", "triton-attention",
              "matmul-softmax-matmul attention as one Triton kernel with an online softmax (the score matrix stays "
              "on chip; fp32 operands as 3xTF32)", gpu_only=True,
-             variants=lambda ctx: triton_kernels.VARIANTS["triton-attention"]),
+             variants=lambda ctx: triton_kernels.VARIANTS["triton-attention"],
+             tuning=frozenset({"block_m", "block_n", "num_warps", "num_stages"})),
     # generated Triton kernels (kernels/, triton_fusion.py): pointwise groups, and GEMM epilogues
     _rewrite("triton:pointwise", "triton-pointwise", "each group of pointwise ops as one generated Triton kernel",
-             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"]),
+             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-pointwise"],
+             tuning=frozenset({"block", "num_warps"})),
     _rewrite("triton:rowreduce", "triton-rowreduce",
              "a sum/mean over the last dim between two groups of pointwise ops (RMSNorm written out) as one "
              "generated row kernel", gpu_only=True),
@@ -322,16 +334,19 @@ STRATEGIES: tuple[Strategy, ...] = (
              "loaded: one generated kernel, one read and one write of the row", gpu_only=True),
     _rewrite("triton:gemm-epilogue", "triton-epilogue",
              "linear/matmul by cuBLAS without bias, then bias + the pointwise ops after it as one generated kernel",
-             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-epilogue"]),
+             gpu_only=True, variants=lambda ctx: triton_fusion.VARIANTS["triton-epilogue"],
+             tuning=frozenset({"block", "num_warps"})),
     Strategy("triton:gemm", "rewrite", _triton_gemm_applies, _render_rewrite,
              lambda ctx: triton_fusion.gemm_variants("tf32" in ctx.contract.precision),
              doc="a generated Triton GEMM with bias + the pointwise ops after it applied in-kernel "
                  "(bf16/fp16, or fp32 where the contract allows tf32); tiles, warps and stages searched together",
-             rewrite="triton-gemm"),
+             rewrite="triton-gemm",
+             tuning=frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"})),
     _rewrite("triton:gemm-3xtf32", "triton-gemm-3xtf32",
              "each fp32 linear/matmul (+ bias + the pointwise ops after it) as one generated Triton GEMM with 3xTF32 "
              "products (fp32-level error on tensor cores; no lower-precision contract needed)",
-             gpu_only=True, variants=triton_fusion.gemm_3xtf32_variants),
+             gpu_only=True, variants=triton_fusion.gemm_3xtf32_variants,
+             tuning=frozenset({"block_m", "block_n", "block_k", "num_warps", "num_stages"})),
     # C++ kernels for the CPU (kernels/, cpp_kernels.py); with no C++ compiler their patterns count 0
     _rewrite("cpp:pointwise", "cpp-pointwise", "chains of pointwise ops fused into one generated OpenMP/SIMD C++ loop",
              cpu_only=True),
@@ -509,7 +524,7 @@ class Library:
 
     def _make(self, ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]], parent: str | None,
               generation: int) -> Candidate:
-        stack = tuple(Level(s.name, tuple(p.items())) for s, p in levels)
+        stack = tuple(Level(s.name, tuple(p.items()), tuple(sorted(s.tuning))) for s, p in levels)
         params = {f"{k}.{s.name}.{pk}": pv for k, (s, p) in enumerate(levels) for pk, pv in p.items()}
         c = make_candidate(ctx, " + ".join(lv.label() for lv in stack), render(ctx, levels), parent=parent,
                            params=params, generation=generation, language="torch", stack=stack)
