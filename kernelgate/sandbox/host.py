@@ -68,7 +68,9 @@ def scrubbed_env(workdir: Path, cache: Path | None = None) -> dict[str, str]:
     # the judge answers every timed iteration: OpenMP threads spinning after each parallel region would take
     # the cores it needs on a small machine (the same setting for every implementation, baselines included)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    pkg_root = str(Path(__file__).resolve().parent.parent)
+    # the directory holding the judge's own kernelgate package (its parent, not the package): a worker imports the
+    # same code as its judge, whatever other copy an install put on the path
+    pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else pkg_root
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"

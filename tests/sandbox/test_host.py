@@ -219,3 +219,16 @@ def test_a_process_that_keeps_forking_is_killed_with_the_worker(write):
     finally:
         w.close()
     assert _in_session(w.pid) == []
+
+
+def test_a_worker_imports_the_judges_own_kernelgate(tmp_path):
+    """The worker's PYTHONPATH starts with the directory that holds the judge's kernelgate package (not the package
+    itself): another copy on the path (an install, a checkout of another version) cannot answer for the worker."""
+    from pathlib import Path
+
+    import kernelgate
+    first = scrubbed_env(tmp_path)["PYTHONPATH"].split(":")[0]
+    assert Path(first) / "kernelgate" == Path(kernelgate.__file__).resolve().parent
+    with Worker() as w:
+        got = w.request({"op": "hello"}, 60)
+    assert got["pid"] > 0
