@@ -49,3 +49,21 @@ def test_the_triton_digest_equals_the_torch_digest():
     assert d._digest_triton(w) == d._digest_torch(w)
     off = d.words(torch.randn(4100))[1:]                     # not 16-byte aligned: copied first
     assert d._digest_triton(off) == d._digest_torch(off)
+
+
+def test_the_cpu_digest_in_chunks_equals_one_wrapped_sum():
+    """The CPU digest runs in chunks of one intra-op grain through a reused buffer; its value is the one wrapping
+    int64 sum of the mixed words, for every size around the chunk and for strided tensors."""
+    import torch
+    from kernelgate import digest as D
+
+    def whole(t):
+        w = D.words(t)
+        return int(torch.bitwise_xor(w, w >> 29).sum())
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 7, D.CHUNK - 1, D.CHUNK, D.CHUNK + 3, 3 * D.CHUNK + 5):
+        for dt in (torch.float32, torch.float16, torch.int64, torch.uint8):
+            t = (torch.randn(n, generator=g) * 1e6).to(dt)
+            assert D.digest(t) == whole(t), (n, dt)
+    big = torch.randn(4 * D.CHUNK, 3, generator=g)[:, 1]
+    assert D.digest(big) == whole(big)
