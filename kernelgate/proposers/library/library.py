@@ -14,11 +14,10 @@ from typing import Any, Callable
 from ...kernels import manifest
 from ...records import Candidate, Level
 from .. import EXPLORE, REFINE, Context, make_candidate
-from . import cpp_kernels, fx_rewrites, precision, triton_fusion, triton_kernels
+from . import cpp_kernels, fx_rewrites, onednn, precision, triton_fusion, triton_kernels
 
 REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
-               **cpp_kernels.CPP_REWRITES,
-               **precision.PRECISION_REWRITES}
+               **cpp_kernels.CPP_REWRITES, **onednn.ONEDNN_REWRITES, **precision.PRECISION_REWRITES}
 
 #: rewrite -> the kernels/ runtime its candidates bundle (kernels/manifest.py)
 KERNEL_RUNTIMES = {**dict.fromkeys(triton_fusion.TRITON_FUSION_REWRITES, triton_fusion.RUNTIME),
@@ -38,11 +37,8 @@ class Strategy:
     variants: Callable[[Context], list[dict[str, Any]]] = field(default=lambda ctx: [{}])
     doc: str = ""
     rewrite: str = ""                           # key in REWRITE_FNS, for kind "rewrite"
-    #: parameters of its variants that choose how a kernel is scheduled, never what it computes (tile sizes, warps
-    #: per program, pipeline stages): two stacks differing only in these compute the same function, up to the order
-    #: of floating-point accumulation, which the tolerance covers (search/policy.py's parametric variants). Never
-    #: declared: `fp32_precision` (TF32 or not), `triton_epilogue` (another code path), a compile `mode` (CUDA
-    #: graphs or not), cudagraph `outputs` (copies or the graph's own buffers), `channels_last` (another layout).
+    #: variant parameters that schedule a kernel, never change what it computes (tiles, warps, stages; docs/GATE.md
+    #: "Parametric variants"): never precision, a code path, a compile mode, output buffers or a layout
     tuning: frozenset[str] = frozenset()
 
 
@@ -62,11 +58,13 @@ _FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the fir
 
 def _rewrite_source(rewrites: list[str]) -> str:
     """The code the rewrites run, in the candidate's own file so it is self-contained: fx_rewrites' functions
-    (and triton_kernels' for its rewrites) pasted verbatim, then the kernels/ runtime files the rewrites
+    (and triton_kernels' or onednn's for their rewrites) pasted verbatim, then the kernels/ runtime files the rewrites
     need, bundled from kernels/manifest.py."""
     src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
     if any(r in triton_kernels.TRITON_REWRITES for r in rewrites):
         src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
+    if any(r in onednn.ONEDNN_REWRITES for r in rewrites):
+        src += "\n" + inspect.getsource(onednn).split("ONEDNN_REWRITES = {")[0]
     runtimes = {KERNEL_RUNTIMES[r] for r in rewrites if r in KERNEL_RUNTIMES}
     if runtimes:
         src += "\n" + manifest.bundle(runtimes)
@@ -352,10 +350,8 @@ STRATEGIES: tuple[Strategy, ...] = (
              cpu_only=True),
     _rewrite("cpp:softmax", "cpp-softmax", "OpenMP/SIMD C++ row softmax over the last dim", cpu_only=True),
     _rewrite("cpp:layernorm", "cpp-layernorm", "OpenMP/SIMD C++ LayerNorm over the last dim", cpu_only=True),
-    _rewrite("cpu:onednn", "onednn",
-             "Conv2d / Linear (+ eval batch norm folded) + activation as one oneDNN call with the weight pre-packed "
-             "(no compiler needed); convolutions in channels-last from the graph's entry to its exit, or per layer",
-             cpu_only=True, variants=lambda ctx: [{"channels_last": True}, {}] if _has_conv(ctx) else [{}]),
+    _rewrite("cpu:onednn", "onednn", "Conv2d / Linear (+ eval batch norm) + activation as one pre-packed oneDNN call "
+             "(onednn.py)", cpu_only=True, variants=lambda ctx: [{"channels_last": True}, {}] if _has_conv(ctx) else [{}]),
     # workloads already in fp8 / int8 / bf16 (precision.py); matched on a trace with live buffers
     Strategy("precision:fp8-scaled-mm", "rewrite", lambda ctx: precision.applies(ctx, "fp8-scaled-mm"),
              _render_rewrite, doc="fp8 dequantize-then-matmul (bf16/fp16 result) as torch._scaled_mm with its scales",
@@ -375,8 +371,7 @@ STRATEGIES: tuple[Strategy, ...] = (
              doc="CUDA-graph capture of the whole forward, replayed on the inputs where they lie (copied into "
                  "static buffers past a few addresses per shape); outputs in the graph's buffers while no earlier "
                  "one is held, or cloned"),
-    Strategy("runtime:channels-last", "runtime", _has_conv,
-             _render_channels_last, doc="channels_last memory format for convolutions"),
+    Strategy("runtime:channels-last", "runtime", _has_conv, _render_channels_last, doc="channels_last for convolutions"),
     Strategy("runtime:cudnn-benchmark", "runtime", lambda ctx: ctx.target == GPU and _has_conv(ctx),
              _render_cudnn_benchmark, doc="cuDNN autotuning"),
     Strategy("precision", "precision", lambda ctx: bool(ctx.contract.precision), _render_precision,
@@ -385,10 +380,9 @@ STRATEGIES: tuple[Strategy, ...] = (
 )
 
 
-# Expected speedup of each strategy before anything is measured: the explore order (one variant of
-# every strategy before a second variant of any; higher first). Rewrites that remove work or use the
-# workload's own low-precision formats lead; runtime configurations, which torch.compile (a
-# baseline) already covers in part, come last.
+# Expected speedup of each strategy before anything is measured: the explore order (one variant of every strategy
+# before a second of any; higher first). Rewrites that remove work or use the workload's own low-precision formats
+# lead; runtime configurations, which torch.compile (a baseline) already covers in part, come last.
 PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
     "rewrite:sdpa": 2.0, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
@@ -406,11 +400,9 @@ BOOSTS: dict[str, dict[str, float]] = {
     "launch": {"runtime:cudagraph": 2.0, "runtime:compile": 1.5, "triton:pointwise": 1.3, "cpp:pointwise": 1.3},
     "latency": {"runtime:cudagraph": 1.8, "runtime:compile": 1.3},
     "memory": {"triton:pointwise": 1.5, "cpp:pointwise": 1.5, "triton:row": 1.5, "triton:rowreduce": 1.5,
-               "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2,
-               "runtime:channels-last": 1.2, "cpu:onednn": 1.3},
+               "triton:gemm-epilogue": 1.4, "rewrite:fold-bn": 1.2, "runtime:channels-last": 1.2, "cpu:onednn": 1.3},
     "compute": {"precision": 1.5, "triton:gemm": 1.4, "triton:gemm-3xtf32": 1.4, "precision:bf16-linear-act": 1.3,
-                "runtime:compile": 1.2,
-                "runtime:cudnn-benchmark": 1.2, "cpu:onednn": 1.3},
+                "runtime:compile": 1.2, "runtime:cudnn-benchmark": 1.2, "cpu:onednn": 1.3},
 }
 
 
