@@ -134,3 +134,20 @@ def test_onednn_in_channels_last_from_entry_to_exit():
         got, want = gm(*xs), m(*xs)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
     assert got[0].stride() == want[0].stride() and got[0].is_contiguous()
+
+
+@onednn
+@pytest.mark.parametrize("act", [torch.nn.functional.gelu, torch.sigmoid, torch.tanh, nn.SiLU()])
+def test_approximated_activations_run_in_torch_after_the_onednn_call(act):
+    """oneDNN's GELU, sigmoid, tanh and SiLU post-ops are approximations (GELU off by 1.2e-6 on [-10, 10], past the
+    gate's allowance on extreme values): only exact post-ops are fused; these match torch's activation bit for bit
+    on the layer's output."""
+    m = LinearAct(act).eval()
+    with torch.no_grad():
+        m.fc.weight.copy_(torch.eye(32, 16))
+        m.fc.bias.zero_()
+    gm = fx.symbolic_trace(copy.deepcopy(m))
+    assert O.kg_rewrite_onednn(gm) == 1
+    x = torch.linspace(-10, 10, 16 * 4001)[: 16 * 4000].reshape(4000, 16)
+    with torch.no_grad():
+        assert torch.equal(gm(x), m(x))
