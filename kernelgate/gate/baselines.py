@@ -96,15 +96,16 @@ class Baselines:
     key: str = ""
     emit_s: float | None = None        # what the gate's check of a module emitted from the faster took, last time
     emit_kind: str = ""                # the baseline emitted last time when not the faster (its module was rejected)
-    pending: Callable[[], None] | None = None
+    pending: Callable[..., None] | None = None
     background: list = field(default_factory=list)     # Background threads (their sessions join `sessions`)
 
-    def complete(self) -> None:
-        """Wait for a baseline building in the background, then measure (a no-op when nothing is pending)."""
+    def complete(self, bystanders: tuple[Session, ...] = ()) -> None:
+        """Wait for a baseline building in the background, then measure (a no-op when nothing is pending), with
+        `bystanders` (other live workers: the candidate about to be timed) frozen while the baselines are timed."""
         finish, self.pending = self.pending, None
         if finish is not None:
             try:
-                finish()
+                finish(bystanders)
             except BaseException:
                 self.close()
                 raise
@@ -178,7 +179,7 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
                   kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None,
                   str(kept[1].get("emit_kind", "")) if kept is not None else "")
 
-    def finish() -> None:
+    def finish(bystanders: tuple[Session, ...] = ()) -> None:
         for t in background:
             t.join()
             if t.error is not None:
@@ -194,7 +195,7 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         if kept is None or base not in sessions:
             timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
             t_measure = time.monotonic()
-            b.timings, _ = measure(task, dict(sessions), cfg, timed, lambda m: None)
+            b.timings, _ = measure(task, dict(sessions), cfg, timed, lambda m: None, bystanders=bystanders)
             b.faster = faster(b.timings)
             # what the faster one cost: its build (its first call included) and its share of the measurement
             b.check_s = build_s.get(b.faster, 0.0) + (time.monotonic() - t_measure) / max(len(sessions), 1)

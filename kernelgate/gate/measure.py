@@ -25,7 +25,20 @@ MIN_ROUNDS = 2                       # a measurement cut short by its deadline s
 
 
 def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
-            say, deadline: float | None = None) -> tuple[dict[str, Timing], dict[str, Verdict]]:
+            say, deadline: float | None = None, bystanders: tuple[Session, ...] = ()
+            ) -> tuple[dict[str, Timing], dict[str, Verdict]]:
+    """See _measure; `bystanders`: other live workers (a candidate waiting to be timed next), frozen throughout."""
+    for b in bystanders:
+        b.pause()
+    try:
+        return _measure(task, sessions, cfg, tcfg, say, deadline)
+    finally:
+        for b in bystanders:
+            b.resume()
+
+
+def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
+             say, deadline: float | None = None) -> tuple[dict[str, Timing], dict[str, Verdict]]:
     """Time every session interleaved, on the judge's clock: rounds of one batch per implementation
     (rotating who goes first) while every other worker is frozen. Each iteration is one step the judge
     sends and times until the worker's answer (its commitment to the output), so the per-iteration time

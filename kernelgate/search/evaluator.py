@@ -71,12 +71,13 @@ class Evaluator:
     def baselines_pending(self) -> bool:
         return self._baselines is not None and self._baselines.pending is not None
 
-    def complete_baselines(self) -> None:
+    def complete_baselines(self, bystanders: tuple[Session, ...] = ()) -> None:
         """The baselines measured, once one building in the background is built (before a candidate is timed
-        against them, and before the run ends)."""
+        against them, and before the run ends); `bystanders` (the accepted candidate's worker, waiting) frozen
+        meanwhile, so it cannot slow one baseline and not the other."""
         if self.baselines_pending:
             with self.phases.candidate(None), self.phases.timed("baselines"):    # no candidate's time
-                self._baselines.complete()
+                self._baselines.complete(bystanders)
             with self.phases.candidate(None):
                 self._take(self._baselines)
 
@@ -146,7 +147,7 @@ class Evaluator:
             try:
                 if on_accept is not None:
                     on_accept()
-                self.complete_baselines()
+                self.complete_baselines(bystanders=(s,))
                 sessions = {**self.base_sessions, c.id: s}
                 # a spread over fewer rounds is wider, so the claim threshold rises with it
                 with ph.timed("timing"):

@@ -42,8 +42,9 @@ def fake(monkeypatch):
         seen["made"].append(dict(made))
         return made, {}, {n: 0.1 for n in names}
 
-    def measure(task, sessions, cfg, tcfg, say, deadline=None):
+    def measure(task, sessions, cfg, tcfg, say, deadline=None, bystanders=()):
         seen["measured"] += 1
+        seen.setdefault("bystanders", []).append(tuple(bystanders))
         return {n: _t(n, {"eager": 1.0, "compile": 2.0}[n]) for n in sessions}, {}
     monkeypatch.setattr(baselines, "build", build)
     monkeypatch.setattr(baselines, "measure", measure)
@@ -72,8 +73,8 @@ def test_kept_in_the_store_and_only_the_close_ones_built_again(fake, tmp_path):
 def test_the_budget_may_shorten_the_measurement(fake, tmp_path, monkeypatch):
     got = []
     real = baselines.measure
-    monkeypatch.setattr(baselines, "measure", lambda task, s, cfg, tcfg, say: got.append(tcfg) or real(task, s, cfg,
-                                                                                                       tcfg, say))
+    monkeypatch.setattr(baselines, "measure", lambda task, s, cfg, tcfg, say, bystanders=(): got.append(tcfg) or real(
+        task, s, cfg, tcfg, say))
     baselines.ready(_task(), GateConfig(), TimingConfig(rounds=5), Store(str(tmp_path / "s.sqlite")),
                     lambda m: None, lambda m: None, lambda build_s: TimingConfig(rounds=2))
     assert got == [TimingConfig(rounds=2)]
@@ -126,11 +127,35 @@ def test_overlap_builds_compile_in_the_background_and_measures_on_complete(fake,
                         said.append, notes.append, overlap=True)
     assert b.pending is not None and b.timings == {} and list(b.sessions) == ["eager"]
     assert any("in the background" in m for m in said)
-    b.complete()
+    waiting = _Session("candidate")
+    b.complete(bystanders=(waiting,))
     assert b.pending is None and fake["measured"] == 1 and b.faster == "eager"
+    assert fake["bystanders"][-1] == (waiting,)        # the candidate waiting to be timed is frozen meanwhile
     assert sorted(n for built in fake["built"] for n in built) == ["compile", "eager"]
     b.complete()
     assert fake["measured"] == 1
     kept = baselines.ready(_task(), GateConfig(), TimingConfig(rounds=3), Store(str(tmp_path / "s.sqlite")),
                            said.append, notes.append, overlap=True)
     assert kept.pending is None and fake["measured"] == 1             # read from the store: nothing to overlap
+
+
+def test_measure_freezes_bystanders_throughout_even_on_failure(monkeypatch):
+    from kernelgate.gate import measure as measure_mod
+    log = []
+
+    class Bystander:
+        def pause(self):
+            log.append("pause")
+
+        def resume(self):
+            log.append("resume")
+    monkeypatch.setattr(measure_mod, "_measure", lambda *a, **k: log.append("measure") or ({}, {}))
+    measure_mod.measure(None, {}, None, None, None, bystanders=(Bystander(),))
+    assert log == ["pause", "measure", "resume"]
+
+    def boom(*a, **k):
+        raise RuntimeError("x")
+    monkeypatch.setattr(measure_mod, "_measure", boom)
+    with pytest.raises(RuntimeError):
+        measure_mod.measure(None, {}, None, None, None, bystanders=(Bystander(),))
+    assert log[-2:] == ["pause", "resume"]
