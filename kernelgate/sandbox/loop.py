@@ -74,8 +74,8 @@ def slot(seed: int) -> int:
 NOISE = 0.05                          # fresh noise, relative to each input's RMS, added every iteration
 
 
-def rms(xs: list[Any], scalable: list[bool]) -> list[float]:
-    return [float(x.double().pow(2).mean().sqrt()) if ok and x.numel() else 0.0 for x, ok in zip(xs, scalable)]
+def rms(xs: list[Any], scalable: list[Any]) -> list[float]:
+    return [float(x.double().pow(2).mean().sqrt()) if ok is True and x.numel() else 0.0 for x, ok in zip(xs, scalable)]
 
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -122,7 +122,32 @@ def _seed_of(seed: int, k: int) -> int:
     return (seed + k * _GOLDEN) & ((1 << 62) - 1)
 
 
-def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[float], device: str,
+#: how far an input with a declared domain moves toward a fresh point of its domain each iteration
+DOMAIN_MIX = 0.25
+
+
+def _uniform(x: torch.Tensor, k: int, seed: int, g: torch.Generator | None, device: str) -> torch.Tensor:
+    """Fresh values in (0, 1), float32, of x's shape: from the seeded generator on a GPU, from `cpu_noise_bytes`
+    (256 levels) on the CPU."""
+    if g is not None:
+        return torch.rand(x.shape, generator=g, device=device, dtype=torch.float32)
+    return cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape).float().add_(0.5).div_(256.0)
+
+
+def _in_domain(x: torch.Tensor, lo: float, hi: float, s: float, u: torch.Tensor) -> torch.Tensor:
+    """x moved to fresh values inside [lo, hi] (float32): a bounded domain pulls x DOMAIN_MIX of the way toward a
+    fresh uniform point of it (a convex combination stays inside), a half-bounded one scales the distance from
+    its bound by s times a fresh factor near 1; clamped to the domain against rounding."""
+    v = x.to(torch.float32, copy=True)         # never the pool entry itself
+    if lo > float("-inf") and hi < float("inf"):
+        return v.add_(u.mul_(hi - lo).add_(lo).sub_(v).mul_(DOMAIN_MIX)).clamp_(lo, hi)
+    factor = u.sub_(0.5).mul_(2 * NOISE).add_(1.0).mul_(s)
+    if lo > float("-inf"):
+        return v.sub_(lo).mul_(factor).add_(lo).clamp_(min=lo)
+    return v.sub_(hi).mul_(factor).add_(hi).clamp_(max=hi)
+
+
+def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[float], device: str,
           out: list[Any] | None = None) -> list[Any]:
     """The inputs of one timed iteration: a pool entry times a random scale plus fresh noise from `seed`,
     written into `out` (the worker's persistent input buffers, the ones the correctness trials used, so
@@ -130,7 +155,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[f
 
     No two iterations see the same values, and no transformation of earlier inputs (a scale, a sign)
     gives the next ones. The judge rebuilds any iteration bit for bit on the same device type: both
-    sides run these same operations."""
+    sides run these same operations. `scalable[k]`: True (scale and noise), False (copied: integers), or a
+    declared domain [low, high] (moved to fresh values inside it: `_in_domain`)."""
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
@@ -140,7 +166,9 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[bool], rms_: list[f
         dst = out[k] if out is not None else None
         if dst is None or dst.shape != x.shape or dst.dtype != x.dtype or dst.device != x.device:
             dst = torch.empty_like(x)
-        if ok and x.element_size() == 1:        # fp8 has no arithmetic: in fp32, rounded back onto its grid
+        if isinstance(ok, (list, tuple)):       # a declared domain: fresh values inside it
+            dst.copy_(_in_domain(x, float(ok[0]), float(ok[1]), s, _uniform(x, k, seed, g, device)))
+        elif ok and x.element_size() == 1:      # fp8 has no arithmetic: in fp32, rounded back onto its grid
             noise = (torch.randn(x.shape, generator=g, device=device, dtype=torch.float32) if g is not None
                      else cpu_noise(x.numel(), _seed_of(seed, k)).view(x.shape))
             top = torch.finfo(x.dtype).max if x.is_floating_point() else 127.0

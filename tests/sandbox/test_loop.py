@@ -48,3 +48,33 @@ def test_fresh_inputs_on_the_cpu_carry_noise_of_the_set_size_per_input():
     assert abs(float(na.std()) / (timing.NOISE * r[0]) - 1) < 0.05
     h = timing.fresh([x.half()], 1.0, 77, [True], timing.rms([x.half()], [True]), "cpu")[0]
     assert h.dtype == torch.float16 and bool(torch.isfinite(h).all())
+
+
+def test_inputs_with_a_declared_domain_move_inside_it_every_iteration():
+    """A declared domain's input gets fresh values inside the domain each iteration (no two alike, no pool entry
+    repeated), bit for bit again from the same seed; bounded, half-bounded either way, and low-precision dtypes."""
+    g = torch.Generator().manual_seed(0)
+    cases = [([-1.0, 1.0], torch.rand(64, 32, generator=g) * 2 - 1), ([0.0, float("inf")], torch.rand(64, 32, generator=g) * 5),
+             ([float("-inf"), 2.0], 2 - torch.rand(64, 32, generator=g) * 3), ([0.0, 1.0], torch.rand(64, 32, generator=g).half())]
+    for dom, x in cases:
+        ok = [dom]
+        r = timing.rms([x], ok)
+        a = timing.fresh([x], 1.2, 11, ok, r, "cpu")[0]
+        b = timing.fresh([x], 1.2, 12, ok, r, "cpu")[0]
+        again = timing.fresh([x], 1.2, 11, ok, r, "cpu")[0]
+        assert a.dtype == x.dtype and torch.equal(a, again) and not torch.equal(a, b) and not torch.equal(a, x)
+        for y in (a, b):
+            assert bool((y >= dom[0]).all()) and bool((y <= dom[1]).all()), dom
+            assert float((y.float() - x.float()).abs().mean()) > 1e-3, dom
+
+
+def test_the_timing_pool_varies_declared_domains_and_copies_integers():
+    from types import SimpleNamespace
+
+    from kernelgate.gate.task import timing_pool
+    from kernelgate.records import Contract, Domain
+    xs = [torch.rand(4, 4), torch.rand(4, 4), torch.arange(4), torch.rand(4)]
+    task = SimpleNamespace(inputs=lambda seed: [x.clone() for x in xs], contract=Contract(
+        domain=((1, Domain(-1.0, 1.0)), (3, Domain(float("-inf"), float("inf"))))))
+    pool, scalable = timing_pool(task, 2, torch.Generator().manual_seed(0))
+    assert len(pool) == 2 and scalable == [True, [-1.0, 1.0], False, True]
