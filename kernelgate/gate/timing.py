@@ -19,7 +19,8 @@ from ..records import Speedup, Timing
 from ..sandbox.loop import NOISE, SCALE_RANGE, SLOTS, fresh, rms, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
-HARNESS_VERSION = 3                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest
+HARNESS_VERSION = 4                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
+#                                      4: inputs with a declared domain varied inside it
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 
