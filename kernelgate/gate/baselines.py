@@ -98,6 +98,7 @@ class Baselines:
     emit_kind: str = ""                # the baseline emitted last time when not the faster (its module was rejected)
     pending: Callable[..., None] | None = None
     background: list = field(default_factory=list)     # Background threads (their sessions join `sessions`)
+    build_s: dict[str, float] = field(default_factory=dict)   # seconds each baseline's build took (first call in)
 
     def complete(self, bystanders: tuple[Session, ...] = ()) -> None:
         """Wait for a baseline building in the background, then measure (a no-op when nothing is pending), with
@@ -109,6 +110,13 @@ class Baselines:
             except BaseException:
                 self.close()
                 raise
+
+    def building_s(self) -> float | None:
+        """While a baseline builds in the background: how long it has been building (None when nothing is
+        pending; 0.0 when it is built and only the measurement is left)."""
+        if self.pending is None:
+            return None
+        return max((t.running_s() for t in self.background), default=0.0)
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -126,6 +134,11 @@ class Background(threading.Thread):
         self.task, self.name_, self.cfg, self.say = task, name, cfg, say
         self.result: tuple[dict[str, Session], dict[str, str], dict[str, float]] | None = None
         self.error: BaseException | None = None
+        self.t0 = time.monotonic()
+
+    def running_s(self) -> float:
+        """Seconds it has been building (0 once done)."""
+        return 0.0 if not self.is_alive() else time.monotonic() - self.t0
 
     def run(self) -> None:
         try:
@@ -178,6 +191,7 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if kept is not None and
                   kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None,
                   str(kept[1].get("emit_kind", "")) if kept is not None else "")
+    b.build_s = {**(kept[1].get("build_s", {}) if kept is not None else {}), **build_s}
 
     def finish(bystanders: tuple[Session, ...] = ()) -> None:
         for t in background:
@@ -188,6 +202,7 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
             sessions.update(got)
             unavailable.update(why)
             build_s.update(secs)
+            b.build_s.update(secs)
         for n, why in unavailable.items():
             note(f"baseline {n} unavailable: {why}")
         if not sessions:

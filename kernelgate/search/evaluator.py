@@ -38,6 +38,7 @@ class Evaluator:
         self.baseline_check_s = 0.0                   # what building and timing a baseline took
         self.baseline_key, self.baseline_emit_s = "", None   # the kept baselines' key; their emitted check's seconds
         self.baseline_emit_kind = ""                  # the baseline to emit when not the faster (gate/baselines.py)
+        self.compile_build_s = 0.0                    # what building the compile baseline took (first call in)
         self._baselines: baselines_mod.Baselines | None = None
         self._profile_baseline = False
         self.estimates: dict = {}                     # strategy -> profiling.fusion.FusionEstimate
@@ -64,12 +65,17 @@ class Evaluator:
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
         self.baseline_key, self.baseline_emit_s, self.baseline_emit_kind = b.key, b.emit_s, b.emit_kind
+        self.compile_build_s = float(b.build_s.get("compile", 0.0))
         if b.pending is None:
             self._profile_faster(self._profile_baseline)
 
     @property
     def baselines_pending(self) -> bool:
         return self._baselines is not None and self._baselines.pending is not None
+
+    def baselines_building_s(self) -> float | None:
+        """Seconds the background baseline has been building (None: nothing pending; 0.0: built, unmeasured)."""
+        return self._baselines.building_s() if self._baselines is not None else None
 
     def complete_baselines(self, bystanders: tuple[Session, ...] = ()) -> None:
         """The baselines measured, once one building in the background is built (before a candidate is timed

@@ -149,6 +149,8 @@ def cost_kind(c: Candidate) -> str:
 #: measured it (on a 2-core CPU: 4.9 s against 4.5 s for an eager conv, 29 s against 20-25 s for a compiled LayerNorm
 #: with a cold compile cache)
 EMIT_OVER_BASELINE = 1.3
+#: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
+PENDING_OVER_ELAPSED = 2.0
 
 
 class Planner:
@@ -163,6 +165,10 @@ class Planner:
         self.cost: dict[str, float] = {}            # candidate id -> seconds its evaluation took
         self.baseline_check_s = 0.0                 # what building and timing one baseline cost
         self.baseline_emit_s: float | None = None   # the check of the module emitted from it, in an earlier run
+        #: how long a baseline has been building in the background (None: none pending): the run's end then
+        #: waits for the rest of its build, measures it, and may check a module emitted from it
+        self.pending_s: Callable[[], float | None] = lambda: None
+        self.compile_build_s = 0.0                  # the compile baseline's build: what a compile candidate's costs
 
     def elapsed(self) -> float:
         return self.clock() - self.t0
@@ -186,11 +192,15 @@ class Planner:
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
         of the module emitted from it (its verdict's time again)."""
+        pending = self.pending_s()
+        # a baseline still building: the rest of its build, its measurement and the check of a module emitted
+        # from it, at least twice what it has taken so far (a build as long again, then a check as long)
+        extra = PENDING_OVER_ELAPSED * pending if pending else 0.0
         if best_now is None:    # the emitted module is then the faster baseline: its check took this before,
             if self.baseline_emit_s is not None:        # else about 1.3 times building and timing it
-                return self.baseline_emit_s
-            return EMIT_OVER_BASELINE * self.baseline_check_s
-        return self.cost.get(best_now.candidate.id, self.avg_s()) + best_now.verdict.seconds
+                return max(self.baseline_emit_s, extra)
+            return max(EMIT_OVER_BASELINE * self.baseline_check_s, extra)
+        return self.cost.get(best_now.candidate.id, self.avg_s()) + best_now.verdict.seconds + extra
 
     def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:
         """What evaluating c should take: the average, or the longest earlier evaluation of its kind in this
@@ -198,8 +208,10 @@ class Planner:
         kind = cost_kind(c)
         same = [self.cost[e.candidate.id] for e in history
                 if e.candidate.id in self.cost and cost_kind(e.candidate) == kind]
-        # before any evaluation, one costs about what building and timing a baseline did
-        return max([self.avg_s() if self.durations else self.baseline_check_s] + same)
+        # before any evaluation, one costs about what building and timing a baseline did; a compiling one at least
+        # what building the compile baseline did
+        floor = self.compile_build_s if kind == "runtime:compile" else 0.0
+        return max([self.avg_s() if self.durations else self.baseline_check_s, floor] + same)
 
     def fits(self, seconds: float, history: Sequence[Evaluation]) -> bool:
         """Whether `seconds` of work fits before the time kept for the end of the run."""

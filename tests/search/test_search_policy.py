@@ -110,3 +110,34 @@ def test_the_incumbent_is_the_fastest_claimed_candidate():
 def test_each_proposer_gets_its_share():
     cfg = SearchConfig(per_generation=2, shares=(("llm", 1),))
     assert cfg.share("library") == 2 and cfg.share("llm") == 1
+
+
+def test_a_baseline_building_in_the_background_keeps_time_for_itself():
+    """While the compile baseline builds in the background, the end of the run must wait for it, measure it and
+    may check a module emitted from it: the time kept is at least twice what it has built so far."""
+    clock = FakeClock()
+    p = Planner(Budget(seconds=60.0), clock)
+    p.baseline_check_s = 2.0                       # the eager baseline's build and measurement share
+    assert p.reserve_s(None) == pytest.approx(2.6)
+    building = [5.0]
+    p.pending_s = lambda: building[0]
+    assert p.reserve_s(None) == 10.0
+    building[0] = 20.0
+    clock.t += 20
+    with pytest.raises(OutOfBudget):               # 57 - 20 = 37 s left, 40 s kept
+        p.check([])
+    building[0] = None                             # built and measured: its own figures again
+    p.check([])
+    best = timed("best", 1.0)
+    p.record("best", 4.0)
+    p.pending_s = lambda: 3.0
+    assert p.reserve_s(best) == pytest.approx(4.0 + best.verdict.seconds + 6.0)
+
+
+def test_a_compiling_candidate_costs_at_least_what_the_compile_baseline_took():
+    p = Planner(Budget(seconds=60.0), FakeClock())
+    p.baseline_check_s, p.compile_build_s = 3.0, 27.0
+    comp = Candidate("c", "runtime:compile(mode=max-autotune)", "",
+                     stack=(Level("runtime:compile", (("mode", "max-autotune"),)),))
+    other = Candidate("d", "rewrite:fold-bn", "", stack=(Level("rewrite:fold-bn"),))
+    assert p.expected_s(comp, []) == 27.0 and p.expected_s(other, []) == 3.0
