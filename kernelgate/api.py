@@ -373,15 +373,15 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         src, strategy = result.best.candidate.source, result.best.candidate.strategy
     else:
         src, strategy = emit_mod.baseline_source(ref_source, spec.cls, emit_kind), f"baseline ({emit_kind})"
+    emitted_kind = emit_kind if result.best is None else None      # the baseline in optimized.py, if one is
+
     def check_baseline(path: Path, kind: str):
         """The gate's check of a module emitted from a baseline: the reference's own code in the drop-in wrapper
-        (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs); the faster
-        baseline's check time is kept for the next run's budget."""
-        v = judge(task, workload.Spec(str(path.resolve()), spec.cls), dataclasses.replace(
+        (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs)."""
+        return judge(task, workload.Spec(str(path.resolve()), spec.cls), dataclasses.replace(
             cfg, trials=min(cfg.trials, EMITTED_BASELINE_TRIALS)), own_code=True, reduced=(
             "the module is the reference itself" + (" under torch.compile" if kind == "compile" else "")
             + " in kernelgate's drop-in wrapper (a baseline)"))
-        return v
 
     t_emit = time.monotonic()
     with search.phases.timed("emitted check"):
@@ -397,7 +397,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             if emitted_verdict.accepted:
                 break
             rejected_emit, rejected_what = emitted_verdict, strategy
-            strategy = f"baseline ({kind})"
+            strategy, emitted_kind = f"baseline ({kind})", kind
             say(f"the emitted module ({rejected_what}) was rejected ({rejected_emit.reason.value}: "
                 f"{rejected_emit.message}); emitting {strategy} instead")
             emit_mod.emit(emitted, emit_mod.baseline_source(ref_source, spec.cls, kind), spec.cls, task.device,
@@ -408,11 +408,10 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                 f"({rejected_emit.reason.value}: {rejected_emit.message}); {strategy} was emitted instead"
                 + (" (the reference itself: slower than the faster baseline's figure above)"
                    if kind != result.baseline_kind else "")))
-    if emitted_verdict.accepted and result.best is None:
-        kind = strategy[len("baseline ("):-1]
+    if emitted_verdict.accepted and emitted_kind is not None:     # the emitted check's time kept for the next run
         baselines_mod.remember_emit(st, search.evaluator.baseline_key, time.monotonic() - t_emit,
-                                    kind if kind != result.baseline_kind else "")
-        if kind != result.baseline_kind and emit_kind != result.baseline_kind:
+                                    emitted_kind if emitted_kind != result.baseline_kind else "")
+        if emitted_kind != result.baseline_kind and emit_kind != result.baseline_kind:
             result = dataclasses.replace(result, notes=(*result.notes, (
                 f"optimized.py is the reference itself: the module emitted from baseline ({result.baseline_kind}) "
                 "was rejected by the gate in an earlier run of this workload")))

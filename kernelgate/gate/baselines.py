@@ -223,12 +223,10 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
                 note(f"baseline {name} ({b.timings[name].median_ms:.4g} ms) is more than 10% slower than "
                      f"{b.faster}: candidates are timed against {b.faster} alone")
 
-    b.background = background
+    b.background, b.pending = background, finish
     if background:
         say(f"baseline {', '.join(later)}: building in the background while candidates are checked")
-        b.pending = finish
     else:
-        b.pending = finish
         b.complete()
     return b
 

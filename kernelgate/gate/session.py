@@ -217,7 +217,7 @@ class Session:
         if self.worker.proc is not None and self.worker.frozen:
             self.worker.thaw()
 
-    def send_pool(self, pool: list[list[Any]], scalable: list[bool]) -> None:
+    def send_pool(self, pool: list[list[Any]], scalable: list[Any]) -> None:
         """The timed loops' input pool, and the RMS of each entry's inputs (the judge's figures, so that it
         rebuilds a timed iteration's inputs bit for bit wherever it keeps the pool)."""
         rms = [timing.rms(xs, scalable) for xs in pool]
@@ -273,7 +273,7 @@ class Session:
         return Batch(tag, plan, walls, [float(a.get("t", 0.0)) for a in answers],
                      [[a["d"], a["i"]] for a in answers])
 
-    def recheck(self, batch: "Batch", picks: list[int], pool: list[list[Any]], scalable: list[bool]) -> None:
+    def recheck(self, batch: "Batch", picks: list[int], pool: list[list[Any]], scalable: list[Any]) -> None:
         """Fetch the outputs of iterations picked after the batch returned; each must be the one committed
         to while the clock ran (digest), the inputs after the call must be the ones given (digest of the
         rebuilt inputs), and the numbers must match the oracle on those inputs."""

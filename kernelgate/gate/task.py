@@ -151,7 +151,7 @@ def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Cont
         return None
 
 
-def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[bool]]:
+def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any]], list[Any]]:
     """Input sets for timed loops, from the workload's own generator; how each input is varied per iteration
     (sandbox/loop.fresh): True for floats (scale and noise), [low, high] for floats with a declared domain
     (fresh values inside it: left unvaried, a memo keyed on the pool's entries answered every timed call and

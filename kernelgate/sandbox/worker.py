@@ -45,7 +45,7 @@ class Harness:
         self.ref_path = ""
         self.batch: list[list[torch.Tensor]] = []          # outputs of the last timed batch, by iteration
         self.pool: list[list[Any]] = []
-        self.scalable: list[bool] = []
+        self.scalable: list[Any] = []         # per input: True, False or a domain [low, high] (loop.fresh)
         self.rms: list[list[float]] = []
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
         self.in_bulk: ipc.Bulk | None = None

@@ -112,8 +112,9 @@ def variant_anchor(c: Candidate, history: Sequence[Evaluation],
     """The evaluation that makes `c` a parametric variant of a family that passed, or None (then c gets the
     full gate). c qualifies only when it is the strategy library's (never an LLM's or a person's), has a typed
     stack, and some accepted library candidate whose verdict came from the full gate (`full_gate`) has the same
-    stack with only its levels' tuning parameters (Level.tuning) changed; and no member of that family (tuning-only variants of c) was
-    rejected in this run (a family with one failure gets the full gate for every further variant)."""
+    stack with only its levels' tuning parameters (Level.tuning) changed; and no member of that family
+    (tuning-only variants of c) was rejected in this run (a family with one failure gets the full gate for every
+    further variant)."""
     if c.proposer != LIBRARY or not c.stack:
         return None
     anchor = None
