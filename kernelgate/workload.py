@@ -210,47 +210,99 @@ def _gen_on(gen: torch.Generator, device: torch.device) -> torch.Generator:
     return torch.Generator(device).manual_seed(int(torch.randint(1 << 62, (1,), generator=gen)))
 
 
+#: elements per chunk of the input sets' full-size passes (statistics, noise): no full-size fp64 copy, and a
+#: large input's temporaries stay a small share of it (the lean memory plan widens a 16 GiB input on the device)
+CHUNK = 1 << 24
+
+
+def moments(x: torch.Tensor) -> tuple[float, float, float]:
+    """(mean, standard deviation, RMS) of a float tensor, in fp64 a chunk at a time (chunks merged by Chan's
+    formula: no cancellation); the deviation of one element is its absolute value's mean, as before."""
+    flat = x.detach().reshape(-1)
+    n_all, mean, m2, sq = 0, 0.0, 0.0, 0.0
+    for a in range(0, flat.numel(), CHUNK):
+        c = flat[a:a + CHUNK].double()
+        n = c.numel()
+        cm = float(c.mean())
+        cm2 = float((c - cm).pow_(2).sum())
+        sq += float(c.pow_(2).sum())
+        delta, tot = cm - mean, n_all + n
+        mean += delta * n / tot
+        m2 += cm2 + delta * delta * n_all * n / tot
+        n_all = tot
+    if n_all == 0:
+        return 0.0, 0.0, 0.0
+    std = math.sqrt(m2 / (n_all - 1)) if n_all > 1 and m2 == m2 and m2 >= 0 else (
+        abs(mean) if n_all == 1 else float("nan"))
+    return mean, std, math.sqrt(sq / n_all)
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype input sets are drawn in: the input's own for fp32/fp64, fp32 for narrower formats."""
+    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
+
+
 def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) -> list[Any]:
     """Transform the workload's inputs into another distribution; integer/bool tensors keep their values.
 
     "normal": N(mean, std) of the given values; "heavy": heavy-tailed around them; "wide"/"narrow": scaled
-    by 4 / 0.25 about zero (crosses clamp/ReLU boundaries); "signs": random sign flips.
+    by 4 / 0.25 about zero (crosses clamp/ReLU boundaries); "signs": random sign flips. Done where the
+    inputs are (the task's device: a host generator takes seconds per GiB), a chunk at a time, in the input's
+    layout; no pass draws noise it does not use.
     """
     out = []
     for i, x in enumerate(xs):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or kind == "given" or x.numel() == 0:
             out.append(x)
             continue
-        work = x.detach().to(torch.float64)
-        g, dev = _gen_on(gen, x.device), x.device
-        mean, std = work.mean(), work.std() if work.numel() > 1 else work.abs().mean()
-        std = std if float(std) > 0 else torch.tensor(1.0, dtype=torch.float64, device=dev)
-        noise = torch.randn(work.shape, generator=g, dtype=torch.float64, device=dev)
-        if kind == "normal":
-            y = mean + std * noise
-        elif kind == "heavy":
-            y = mean + std * noise * torch.exp(torch.randn(work.shape, generator=g, dtype=torch.float64, device=dev))
-        elif kind == "wide":
-            y = work * 4.0
-        elif kind == "narrow":
-            y = work * 0.25
+        x = x.detach()
+        g, dev, cdt = _gen_on(gen, x.device), x.device, _compute_dtype(x.dtype)
+        if kind in ("wide", "narrow"):
+            y = x * (4.0 if kind == "wide" else 0.25)       # exact in binary formats (overflow to inf as in fp64)
         elif kind == "signs":
-            y = work * torch.where(torch.rand(work.shape, generator=g, dtype=torch.float64, device=dev) < 0.5, -1.0, 1.0)
+            y = x.contiguous().clone()
+            for c in _chunks(y):
+                c.mul_(torch.where(torch.rand(c.numel(), generator=g, device=dev) < 0.5, -1.0, 1.0).to(c.dtype))
+        elif kind in ("normal", "heavy"):
+            mean, std, _ = moments(x)
+            std = std if std > 0 and math.isfinite(std) else 1.0
+            mean = mean if math.isfinite(mean) else 0.0
+            y = torch.empty(x.shape, dtype=x.dtype, device=dev)
+            for c in _chunks(y):
+                z = torch.randn(c.numel(), generator=g, dtype=cdt, device=dev)
+                if kind == "heavy":
+                    z.mul_(torch.randn(c.numel(), generator=g, dtype=cdt, device=dev).exp_())
+                c.copy_(z.mul_(std).add_(mean))
         else:
             raise ValueError(kind)
         d = contract.domain_of(i)
         if d is not None:
             y = _into_domain(y, d.low, d.high)
-        out.append(y.to(x.dtype).contiguous() if x.is_contiguous() else y.to(x.dtype))
+        if not x.is_contiguous() and y.is_contiguous():      # the input's own layout (a transposed view stays one)
+            y = torch.empty_like(x).copy_(y)
+        elif x.is_contiguous() and not y.is_contiguous():
+            y = y.contiguous()
+        out.append(y)
     return out
 
 
+def _chunks(y: torch.Tensor):
+    """Views of a contiguous tensor's elements, `CHUNK` at a time."""
+    flat = y.view(-1)
+    for a in range(0, flat.numel(), CHUNK):
+        yield flat[a:a + CHUNK]
+
+
 def _into_domain(y: torch.Tensor, low: float, high: float) -> torch.Tensor:
-    """Map values into [low, high] keeping variety: affine from the sample's own range, then clamp."""
-    lo, hi = float(y.min()), float(y.max())
+    """Map values into [low, high] keeping variety: affine from the sample's own range, then clamp (in place
+    on `y`, which the caller owns; in fp32 for narrower formats)."""
+    dtype = y.dtype
+    w = y if y.dtype == _compute_dtype(y.dtype) else y.float()
+    lo, hi = float(w.min()), float(w.max())
     if hi > lo and (lo < low or hi > high):
-        y = low + (y - lo) * ((high - low) / (hi - lo))
-    return y.clamp(low, high)
+        w.sub_(lo).mul_((high - low) / (hi - lo)).add_(low)
+    w.clamp_(low, high)
+    return w.to(dtype)
 
 
 def resize(xs: list[Any], inputs: tuple[int, ...], dim: int, size: int, gen: torch.Generator) -> list[Any]:
@@ -264,10 +316,10 @@ def resize(xs: list[Any], inputs: tuple[int, ...], dim: int, size: int, gen: tor
         shape[dim] = size
         g, dev = _gen_on(gen, x.device), x.device
         if x.is_floating_point():
-            w = x.detach().double()
-            std = float(w.std()) if w.numel() > 1 else 1.0
-            y = float(w.mean()) + (std or 1.0) * torch.randn(shape, generator=g, dtype=torch.float64, device=dev)
-            out[i] = y.to(x.dtype)
+            mean, std, _ = moments(x)
+            std = std if x.numel() > 1 and std > 0 and math.isfinite(std) else 1.0
+            y = torch.randn(shape, generator=g, dtype=_compute_dtype(x.dtype), device=dev)
+            out[i] = y.mul_(std).add_(mean if math.isfinite(mean) else 0.0).to(x.dtype)
         elif x.dtype == torch.bool:
             out[i] = torch.rand(shape, generator=g, device=dev) < 0.5
         else:
@@ -464,7 +516,7 @@ def with_extremes(xs: list[Any], gen: torch.Generator, contract: Contract) -> li
     for i, x in enumerate(xs):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or x.numel() < 2 or contract.domain_of(i):
             continue
-        rms = float(x.detach().double().pow(2).mean().sqrt())
+        rms = moments(x)[2]
         m = min(EXTREME * (rms if rms > 0 and math.isfinite(rms) else 1.0), torch.finfo(x.dtype).max / 16)
         y = x.clone()
         _put(y, r.sample(range(x.numel()), 2), [m, -m])
@@ -490,8 +542,7 @@ def edit(xs: list[Any], gen: torch.Generator, contract: Contract, domains: dict[
             flat = x.detach().reshape(-1)
             old = flat[torch.tensor(pos, device=x.device)].double().tolist()
             d = contract.domain_of(i)
-            w = flat.double()
-            std = float(w.std()) if w.numel() > 1 else float(w.abs().mean())
+            std = moments(flat)[1]
             std = std if std > 0 and math.isfinite(std) else 1.0
             if d is not None:
                 new = [r.uniform(d.low, d.high) for _ in old]

@@ -162,3 +162,44 @@ def test_trial_transforms_keep_layout_and_touch_only_what_they_say():
     assert sorted(keys) == ["count", "mask", "perm"] and new["w"] is state["w"]
     assert torch.equal(new["perm"].sort().values, torch.arange(16)) and int(new["count"]) in (1, 2)
     assert not bool(new["mask"].all())
+
+
+def test_moments_match_fp64_statistics_across_chunks(monkeypatch):
+    """Chunked mean/std/RMS (Chan's merge) equal the fp64 whole-tensor figures, with an offset that would
+    cancel catastrophically in a sum-of-squares formula."""
+    monkeypatch.setattr(workload, "CHUNK", 1000)
+    x = (torch.randn(10_007, generator=torch.Generator().manual_seed(1)) * 1e-3 + 1e4).float()
+    mean, std, rms = workload.moments(x)
+    w = x.double()
+    assert mean == pytest.approx(float(w.mean()), rel=1e-12)
+    assert std == pytest.approx(float(w.std()), rel=1e-6)
+    assert rms == pytest.approx(float(w.pow(2).mean().sqrt()), rel=1e-12)
+    assert workload.moments(torch.tensor([-3.0]))[:2] == (-3.0, 3.0)      # one element: |mean| as the deviation
+
+
+def test_widen_keeps_the_statistics_and_layout_in_chunks(monkeypatch):
+    """Noise drawn a chunk at a time has the given values' statistics; a transposed input stays transposed;
+    the same generator state gives the same trial."""
+    monkeypatch.setattr(workload, "CHUNK", 4096)
+    x = (torch.randn(300, 200, generator=torch.Generator().manual_seed(2)) * 3 + 5).t()
+    assert not x.is_contiguous()
+    for kind in ("normal", "heavy", "wide", "narrow", "signs"):
+        y = workload.widen([x], kind, torch.Generator().manual_seed(7), Contract())[0]
+        again = workload.widen([x], kind, torch.Generator().manual_seed(7), Contract())[0]
+        assert y.shape == x.shape and y.stride() == x.stride() and y.dtype == x.dtype
+        assert torch.equal(y, again)
+    y = workload.widen([x], "normal", torch.Generator().manual_seed(3), Contract())[0]
+    assert float(y.mean()) == pytest.approx(5.0, abs=0.1) and float(y.std()) == pytest.approx(3.0, rel=0.05)
+    s = workload.widen([x], "signs", torch.Generator().manual_seed(3), Contract())[0]
+    assert torch.equal(s.abs(), x.abs()) and 0.4 < float((s < 0).float().mean()) < 0.6
+
+
+def test_widen_of_narrow_formats_and_nonfinite_inputs():
+    """fp16 inputs are drawn in fp32 and returned in fp16; a NaN in the given values does not make the whole
+    trial NaN (its statistics fall back to 0 and 1)."""
+    h = torch.rand(64, dtype=torch.float16)
+    assert workload.widen([h], "normal", torch.Generator().manual_seed(0), Contract())[0].dtype == torch.float16
+    x = torch.rand(64)
+    x[3] = float("nan")
+    y = workload.widen([x], "normal", torch.Generator().manual_seed(0), Contract())[0]
+    assert torch.isfinite(y).all()

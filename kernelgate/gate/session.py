@@ -19,7 +19,7 @@ from ..records import Check, Reason
 from ..sandbox import Worker, WorkerFailure, ipc
 from . import checks, correctness, timing
 from .task import Task
-from .trials import make_trials
+from .trials import iter_trials
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -197,7 +197,7 @@ class Session:
     def trials(self) -> None:
         seed = secrets.randbits(62)          # drawn after the candidate is constructed
         t = self.task
-        for k, trial in enumerate(make_trials(t, seed, self.cfg.trials)):
+        for trial in iter_trials(t, seed, self.cfg.trials):      # one trial's data held at a time
             if trial.state is not None:
                 self.request({"op": "load", "state": trial.state}, self.cfg.call_timeout, "load_state_dict")
                 t.oracle.load(trial.state)
@@ -205,6 +205,7 @@ class Session:
             runs = t.oracle.run(trial.inputs)
             detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
+            del trial, reply, runs
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
 

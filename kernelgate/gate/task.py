@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -60,9 +60,9 @@ class Task:
         the lean memory plan)."""
         return self.memory.home if self.memory is not None else self.device
 
-    def inputs(self, seed: int) -> list[Any]:
+    def inputs(self, seed: int, transform: Callable[[list[Any]], list[Any]] | None = None) -> list[Any]:
         """The workload's inputs under `seed`, where the judge keeps its data (see `inputs_at`)."""
-        return inputs_at(self.ref, seed, self.device, self.home)
+        return inputs_at(self.ref, seed, self.device, self.home, transform)
 
     @property
     def lean(self) -> bool:
@@ -91,11 +91,15 @@ class Task:
         return sum(o.numel() * o.element_size() for o in self.out_meta)
 
 
-def inputs_at(ref: workload.Reference, seed: int, device: str, home: str) -> list[Any]:
+def inputs_at(ref: workload.Reference, seed: int, device: str, home: str,
+              transform: Callable[[list[Any]], list[Any]] | None = None) -> list[Any]:
     """The workload's inputs under `seed`, generated on the task's device (a CPU generator takes seconds per
-    large input: a 16 GiB input took over a minute) and moved to `home` (the host, in the lean memory plan),
-    the device's cached blocks given back."""
+    large input: a 16 GiB input took over a minute), `transform`ed there (a trial's distribution:
+    workload.widen) and moved to `home` (the host, in the lean memory plan), the device's cached blocks
+    given back."""
     xs = ref.inputs(seed=seed, device=device)
+    if transform is not None:
+        xs = transform(xs)
     if home == device:
         return xs
     xs = [x.to(home) if isinstance(x, torch.Tensor) else x for x in xs]
@@ -131,8 +135,8 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
 
     def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
         for kind in ("given", "normal", "wide"):
-            xs = workload.widen(inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, device_home),
-                                kind, rng, contract)
+            xs = inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, device_home,
+                           lambda xs, kind=kind: workload.widen(xs, kind, rng, contract))
             yield xs, oracle.run(xs)
     adm = admission.admit(oracle, trials())
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),

@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -209,17 +209,24 @@ class Trial:
 
 
 def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
+    """Every trial of `iter_trials`, built at once (for inspection; the judge iterates)."""
+    return list(iter_trials(task, seed, n))
+
+
+def iter_trials(task: Any, seed: int, n: int) -> Iterator[Trial]:
     """Correctness trials from the secret seed: `n` main trials with widened distributions and integer ranges,
     perturbed and negated parameters, edits of one trial's inputs, NaN/Inf and extreme inputs (`plan`), then
-    the shapes the contract varies."""
+    the shapes the contract varies. Built one at a time as the judge asks (a trial of a task whose inputs
+    take gigabytes is held only while it is judged); each carries the parameters it needs, except edits,
+    which are built with their anchor and follow it."""
     g = torch.Generator().manual_seed(seed)
-    trials = [Trial(name, xs, state) for name, xs, state in plan(task, g, n)]
+    for name, xs, state in plan(task, g, n):
+        yield Trial(name, xs, state)
     for v in task.contract.vary:
         for size in v.sizes:
             xs = workload.resize(task.inputs(int(torch.randint(1 << 30, (1,), generator=g))),
                                  v.inputs, v.dim, size, g)
-            trials.append(Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0))
-    return trials
+            yield Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0)
 
 
 def prober(task: Any) -> Prober:
@@ -232,35 +239,41 @@ def prober(task: Any) -> Prober:
     return p
 
 
-def plan(task: Any, g: torch.Generator, n: int) -> list[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
-    """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`."""
+def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
+    """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`, built lazily:
+    the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
+    parameters into the oracle between trials (the prober then loads its own again)."""
     pr = prober(task)
     r = random.Random(int(torch.randint(1 << 62, (1,), generator=g)))
     flip_at = r.sample(range(1, n), min(2, n - 1)) if n > 1 else []
     half = [k for k in pr.params if r.random() < 0.5]
+    anchor = r.randrange(n) if n else -1
+    extras = sorted((r.randrange(1, n + 1), k) for k in range(2)) if n else []   # before main trial i (n: last)
     try:
-        main = [_main_trial(task, pr, g, r, t, flip_at, half) for t in range(n)]
-        out = list(main)
-        edits = _edit_trials(task, pr, g, r, main)
-        if edits:
-            a = next(k for k, trial in enumerate(out) if trial is edits[0]) + 1
-            out[a:a] = edits[1:]
-        for extra in (_nonfinite_trial(task, pr, g), _extreme_trial(task, pr, g)):
-            if extra is not None:
-                forbidden = {id(e) for e in edits[1:]}
-                spots = [p for p in range(1, len(out) + 1) if p == len(out) or id(out[p]) not in forbidden]
-                out.insert(r.choice(spots), extra)
+        for t in range(n + 1):
+            for _, k in [e for e in extras if e[0] == t]:
+                pr.loaded = None
+                extra = (_nonfinite_trial if k == 0 else _extreme_trial)(task, pr, g)
+                if extra is not None:
+                    yield extra
+            if t == n:
+                break
+            pr.loaded = None
+            trial = _main_trial(task, pr, g, r, t, flip_at, half)
+            if t == anchor:
+                yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
+            else:
+                yield trial
     finally:
         pr.restore()
-    return out
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
                 half: list[str]) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
-    xs = workload.widen(task.inputs(int(torch.randint(1 << 30, (1,), generator=g))),
-                        kind, g, task.contract)
+    xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
+                     lambda xs: workload.widen(xs, kind, g, task.contract))
     notes = []
     state = o.state0
     if t:
@@ -294,11 +307,10 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
 
 
-def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, main: list) -> list:
-    """[anchor, edit, one-position edit]: the anchor's inputs changed at a few positions of every input,
-    then one of those changed at a single position; parameters kept (None). Empty when no input can be edited."""
-    a = r.randrange(len(main))
-    anchor = main[a]
+def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor: tuple, a: int) -> list:
+    """[anchor, edit, one-position edit]: the anchor's (main trial `a`'s) inputs changed at a few positions of
+    every input, then one of those changed at a single position; parameters kept (None). Empty when no input
+    can be edited."""
     name, xs, state = anchor
     domains = pr.domains()
     editable = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel()

@@ -287,3 +287,29 @@ def test_unjudged_where_nonfinite_keeps_the_rest_judged():
     c = torch.tensor([0.0, float("nan"), 5.0])
     out = correctness.unjudged_where_nonfinite(c, g)
     assert out[0].isnan() and out[1].isnan() and out[2] == float("inf")
+
+
+def test_trials_are_built_one_at_a_time_and_the_plan_is_whole(write, monkeypatch):
+    """The judge holds one trial's inputs at a time (a task with gigabytes of inputs held every trial at once):
+    the first trial is yielded after one input set was made; iterated to the end, the plan still has the
+    given trial first, the edits right after their anchor, and the NaN/Inf and extreme trials."""
+    task = _task(write, """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+def get_inputs():
+    return [torch.randn(8, 16)]
+def get_init_inputs():
+    return []
+""")
+    made = []
+    real = task_mod.inputs_at
+    monkeypatch.setattr(task_mod, "inputs_at", lambda *a, **k: made.append(1) or real(*a, **k))
+    it = trials_mod.iter_trials(task, 11, GateConfig().trials)
+    first = next(it)
+    assert first.name.startswith("trial 1 (given") and len(made) == 1
+    names = [first.name] + [t.name for t in it]
+    anchor = next(i for i, n in enumerate(names) if n.startswith("edit of trial")) - 1
+    assert names[anchor].startswith("trial ") and names[anchor + 2].startswith("edit of the edit")
+    assert any("non-finite" in n or "NaN" in n for n in names) and any("extreme values" in n for n in names)
+    assert sum(n.startswith("trial ") and "(" in n for n in names) >= GateConfig().trials

@@ -1,0 +1,136 @@
+"""Where the gate's time goes on a task with gigabytes of inputs: prepare, then one judge of the reference itself.
+
+    python benchmarks/diag_lean.py DEV_DIR --only 48_Mean* [--only ...] --out lean.json [--memory lean]
+
+For each problem (KernelBench format, read in place), in a subprocess of its own while this process samples
+the device's used memory: `gate.task.prepare` under cProfile (the functions with the most cumulative time),
+then `gate.judge.judge_session` of the reference file as a candidate with its phases timed (worker start,
+build, trials, re-check). Seconds, the gate's peak device memory against the forward's (gate/memory.py), the
+memory plan. One JSON document with conditions; a table last. A diagnostic, not a benchmark of speedups.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHILD = r"""
+import contextlib, cProfile, io, json, pstats, sys, time
+from kernelgate import workload
+from kernelgate.config import gate_config
+from kernelgate.gate.judge import judge_session, prepare
+from kernelgate.records import Contract
+path, memory, target = sys.argv[1], sys.argv[2], sys.argv[3]
+spec = workload.Spec.parse(path, workload.REFERENCE_CLASS, None)
+doc, phases = {}, {}
+t0 = time.monotonic()
+pr = cProfile.Profile()
+pr.enable()
+task = prepare(spec, target, Contract(), memory)
+pr.disable()
+doc["prepare_s"] = time.monotonic() - t0
+st = pstats.Stats(pr)
+rows = []
+for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
+    if "kernelgate" in file or fn.startswith("<built-in") or fn.startswith("<method"):
+        rows.append((ct, f"{file.split('kernelgate/')[-1]}:{line}({fn})", nc))
+doc["prepare_top"] = [{"cum_s": round(c, 3), "fn": f, "calls": n} for c, f, n in sorted(rows, reverse=True)[:25]]
+doc["plan"] = task.memory.to_json() if task.memory is not None else None
+@contextlib.contextmanager
+def phase(name):
+    t = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.monotonic() - t
+t1 = time.monotonic()
+pj = cProfile.Profile()
+pj.enable()
+try:
+    v, s = judge_session(task, workload.Spec(path, workload.REFERENCE_CLASS), gate_config(), phase=phase, own_code=True)
+    s.worker.close()
+    doc["verdict"] = f"{v.status.value}: {v.reason.value}: {v.message}"[:300]
+except Exception as e:
+    doc["verdict"] = f"{type(e).__name__}: {e}"[:300]
+pj.disable()
+doc["judge_s"] = time.monotonic() - t1
+rows = []
+for (file, line, fn), (cc, nc, tt, ct, callers) in pstats.Stats(pj).stats.items():
+    if "kernelgate" in file or fn.startswith("<built-in") or fn.startswith("<method"):
+        rows.append((ct, f"{file.split('kernelgate/')[-1]}:{line}({fn})", nc))
+doc["judge_top"] = [{"cum_s": round(c, 3), "fn": f, "calls": n} for c, f, n in sorted(rows, reverse=True)[:30]]
+doc["judge_phases"] = {k: round(x, 2) for k, x in phases.items()}
+print("KGLEAN " + json.dumps(doc))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dev_dir")
+    ap.add_argument("--only", action="append", default=[], help="a glob of problem file names (repeatable)")
+    ap.add_argument("--file", action="append", default=[], help="a workload file outside DEV_DIR (repeatable)")
+    ap.add_argument("--memory", default="auto")
+    ap.add_argument("--target", default="cuda")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--out", default="lean.json")
+    args = ap.parse_args()
+    import fnmatch
+
+    import torch
+
+    from kernelgate.gate.memory import Sampler, peak
+    from kernelgate.versions import conditions
+    files = sorted(p.resolve() for p in Path(args.dev_dir).glob("level*/*.py") if any(fnmatch.fnmatch(p.name, g) for g in args.only))
+    files += [Path(f).resolve() for f in args.file]
+    rows = []
+    for path in files:
+        row = {"problem": f"{path.parent.name}/{path.name}"}
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("kglean_ref", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        cuda = args.target.startswith("cuda")
+        if cuda:
+            torch.manual_seed(0)
+            model = mod.Model(*mod.get_init_inputs()).eval().cuda()
+
+            def made_on_device():
+                with torch.device("cuda"):
+                    return mod.get_inputs()
+            row["ref_peak_bytes"] = peak(model, made_on_device, "cuda")
+            del model
+            torch.cuda.empty_cache()
+        t0 = time.monotonic()
+        with (Sampler("cuda") if cuda else contextlib.nullcontext()) as s:
+            try:
+                p = subprocess.run([sys.executable, "-c", CHILD, str(path), args.memory, args.target], capture_output=True,
+                                   text=True, cwd=ROOT, timeout=args.timeout)
+                out, err = p.stdout, p.stderr
+            except subprocess.TimeoutExpired as e:
+                out, err = "", f"killed after {args.timeout:.0f} s"
+        line = next((ln for ln in out.splitlines() if ln.startswith("KGLEAN ")), None)
+        row.update(json.loads(line[7:]) if line else {"error": err[-800:]})
+        row["wall_s"] = time.monotonic() - t0
+        row["gate_peak_bytes"] = s.peak if cuda else None
+        row["ratio"] = s.peak / row["ref_peak_bytes"] if cuda and row.get("ref_peak_bytes") else None
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        Path(args.out).write_text(json.dumps({"command": "python benchmarks/diag_lean.py DEV_DIR " + " ".join(
+            f"--only {g}" for g in args.only) + f" --memory {args.memory} --target {args.target}", "conditions": conditions(args.target),
+            "rows": rows}, indent=1))
+    print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6}  phases / verdict")
+    for r in rows:
+        print(f"{r['problem'][:44]:44} {r.get('prepare_s', 0):7.1f} {r.get('judge_s', 0):8.1f} "
+              f"{(r['ratio'] or 0):6.2f}  {r.get('judge_phases')} {str(r.get('verdict', r.get('error')))[:120]}")
+
+
+if __name__ == "__main__":
+    main()
