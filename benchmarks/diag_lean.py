@@ -88,8 +88,8 @@ def main() -> None:
 
     from kernelgate.gate.memory import Sampler, peak
     from kernelgate.versions import conditions
-    files = sorted(p.resolve() for p in Path(args.dev_dir).glob("level*/*.py") if any(fnmatch.fnmatch(p.name, g) for g in args.only))
-    files += [Path(f).resolve() for f in args.file]
+    files = [Path(f).resolve() for f in args.file] + sorted(
+        p.resolve() for p in Path(args.dev_dir).glob("level*/*.py") if any(fnmatch.fnmatch(p.name, g) for g in args.only))
     rows = []
     for path in files:
         row = {"problem": f"{path.parent.name}/{path.name}"}

@@ -9,6 +9,8 @@
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
+#   DEV=dir bash benchmarks/gpu_batch.sh lean  # 1 GPU, ~9 min: where prepare's and one judge's time goes on
+#                                            # attention and two dev problems of 6-8 GiB; then the GPU tests
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
 #
@@ -66,7 +68,10 @@ case "${1:-}" in
            timeout 330 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     memory) timeout "${LIMIT:-580}" python benchmarks/memory_h200.py "${DEV:?set DEV}" --skip "${SKIP:-0}" \
                --largest "${N:-5}" --budget "${BUDGET:-90}" --out "$OUT/memory_part.json" > "$OUT/memory.txt" 2>&1 ;;
+    lean) timeout 370 python benchmarks/diag_lean.py "${DEV:?set DEV}" --file benchmarks/suite/attention.py \
+              --only "48_Mean*" --only "19_ReLU*" --timeout 150 --out "$OUT/lean.json" > "$OUT/lean.txt" 2>&1
+          timeout 170 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|memory|window" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|memory|lean|window" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
