@@ -29,6 +29,54 @@ from kernelgate.config import gate_config
 from kernelgate.gate.judge import judge_session, prepare
 from kernelgate.records import Contract
 path, memory, target = sys.argv[1], sys.argv[2], sys.argv[3]
+T0 = time.monotonic()
+def traced(mod, name):          # each call's start and end on stderr (kept when the child is killed)
+    import functools, importlib, torch
+    m = importlib.import_module(mod)
+    f = getattr(m, name)
+    @functools.wraps(f)
+    def wrapper(*a, **k):
+        t = time.monotonic()
+        print(f"[{t - T0:7.2f}s] > {mod.split('.')[-1]}.{name}", file=sys.stderr, flush=True)
+        try:
+            return f(*a, **k)
+        finally:
+            used = ""
+            if torch.cuda.is_available():
+                free, total = torch.cuda.mem_get_info()
+                used = f" device used {(total - free) / 2**30:.1f} GiB, this process {torch.cuda.memory_reserved() / 2**30:.1f}"
+            print(f"[{time.monotonic() - T0:7.2f}s] < {mod.split('.')[-1]}.{name} {time.monotonic() - t:.2f}s{used}",
+                  file=sys.stderr, flush=True)
+    setattr(m, name, wrapper)
+    return wrapper
+for mod, name in [("kernelgate.gate.memory", "peak"), ("kernelgate.gate.task", "inputs_at"),
+                  ("kernelgate.gate.admission", "admit"), ("kernelgate.gate.task", "_floor"),
+                  ("kernelgate.workload", "widen"), ("kernelgate.gate.judge", "_timed_recheck")]:
+    traced(mod, name)
+import kernelgate.oracle as _o
+for name in ("run", "probe", "run_as"):
+    f = getattr(_o.Oracle, name)
+    def make(f, name):
+        def w(self, *a, **k):
+            t = time.monotonic()
+            try:
+                return f(self, *a, **k)
+            finally:
+                print(f"[{time.monotonic() - T0:7.2f}s] oracle.{name} {time.monotonic() - t:.2f}s", file=sys.stderr, flush=True)
+        return w
+    setattr(_o.Oracle, name, make(f, name))
+import kernelgate.gate.session as _s
+for name in ("call", "check_outputs", "build", "settle"):
+    f = getattr(_s.Session, name)
+    def make2(f, name):
+        def w(self, *a, **k):
+            t = time.monotonic()
+            try:
+                return f(self, *a, **k)
+            finally:
+                print(f"[{time.monotonic() - T0:7.2f}s] session.{name} {time.monotonic() - t:.2f}s", file=sys.stderr, flush=True)
+        return w
+    setattr(_s.Session, name, make2(f, name))
 spec = workload.Spec.parse(path, workload.REFERENCE_CLASS, None)
 doc, phases = {}, {}
 t0 = time.monotonic()
@@ -115,8 +163,10 @@ def main() -> None:
                                    text=True, cwd=ROOT, timeout=args.timeout)
                 out, err = p.stdout, p.stderr
             except subprocess.TimeoutExpired as e:
-                out, err = "", f"killed after {args.timeout:.0f} s"
+                got = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+                out, err = "", got + f"\nkilled after {args.timeout:.0f} s"
         line = next((ln for ln in out.splitlines() if ln.startswith("KGLEAN ")), None)
+        row["trace"] = [ln for ln in err.splitlines() if ln.startswith("[")][-120:]
         row.update(json.loads(line[7:]) if line else {"error": err[-800:]})
         row["wall_s"] = time.monotonic() - t0
         row["gate_peak_bytes"] = s.peak if cuda else None
