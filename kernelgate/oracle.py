@@ -73,6 +73,26 @@ def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
     return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
 
 
+#: elements per chunk when an input is converted to fp64 on its way to the device
+TO64_CHUNK = 1 << 24
+
+
+def to_fp64(x: Any, device: str) -> Any:
+    """`x` on `device`, in fp64 if it is a float tensor, converted a chunk at a time (no full-size fp64 copy
+    where `x` is, no task-dtype copy beside the fp64 one on the device); other values as `.to(device)`."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if not x.is_floating_point():
+        return x.to(device)
+    if not x.is_contiguous() or x.dtype == torch.float64:
+        return x.to(device).to(torch.float64)
+    out = torch.empty(x.shape, dtype=torch.float64, device=device)
+    src, dst = x.reshape(-1), out.view(-1)
+    for a in range(0, src.numel(), TO64_CHUNK):
+        dst[a:a + TO64_CHUNK].copy_(src[a:a + TO64_CHUNK])
+    return out
+
+
 @dataclass
 class Runs:
     """Outputs of one trial: oracle G (fp64), reference B (task dtype), and permitted variants by name."""
@@ -174,9 +194,12 @@ class Oracle:
         return out
 
     def run(self, xs: list[Any]) -> Runs:
+        """The task-dtype run, the permitted ones and the fp64 oracle's, on the compute device. Computing away
+        from home (the lean memory plan), the task-dtype inputs are dropped before the fp64 ones are made from
+        home a chunk at a time: the oracle's run holds the fp64 inputs and activations alone (about twice the
+        forward's own peak), not those plus a task-dtype copy."""
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
         task = self._call(self.model, dev)
-        oracle = self._call(self.model64, upcast(dev))
         permitted: dict[str, list[torch.Tensor]] = {"task dtype": task}
         if self._tf32_conv():
             with _RoundOperands(CONV_OPS):
@@ -187,9 +210,21 @@ class Oracle:
         for fmt, m in self.low.items():
             dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
             permitted[f"{fmt} (contract)"] = self._call(m, upcast(dev, dt))
+        if self.away:
+            del dev
+            self._done()
+            dev = [to_fp64(x, self.device) for x in xs]
+            oracle = self._call(self.model64, dev)
+        else:
+            oracle = self._call(self.model64, upcast(dev))
         del dev
         self._done()
         return Runs(oracle, task, permitted)
+
+    @property
+    def away(self) -> bool:
+        """Computing away from where the outputs are kept (the lean memory plan)."""
+        return self.home != self.device
 
 
 def bit_equal(a: Any, b: Any) -> bool:

@@ -99,3 +99,31 @@ def test_lean_plan_on_the_gpu_computes_there_and_keeps_data_on_the_host(write, t
     assert task.lean and task.oracle.device.startswith("cuda") and task.oracle.home == "cpu"
     assert next(task.oracle.model.parameters()).is_cuda
     assert all(o.device.type == "cpu" for o in task.out_meta) and all(x.device.type == "cpu" for x in task.given)
+
+
+def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results(write, monkeypatch):
+    """Computing away from home (the lean plan), the oracle's fp64 inputs are converted a chunk at a time
+    after the task-dtype copy is dropped; its outputs are bit for bit those of the plain path."""
+    import torch
+
+    from kernelgate import oracle as oracle_mod
+    from kernelgate.records import Contract
+    from kernelgate.workload import Spec, load_reference
+    ref = load_reference(Spec(write("ref.py", REF), "Model"))
+    o = oracle_mod.Oracle(ref, "cpu", Contract())
+    xs = ref.inputs(3)
+    o.probe(xs)
+    plain = o.run(xs)
+    monkeypatch.setattr(oracle_mod, "TO64_CHUNK", 1000)         # 8192 elements: nine chunks
+    made = []
+    real = oracle_mod.to_fp64
+    monkeypatch.setattr(oracle_mod, "to_fp64", lambda x, d: made.append(x) or real(x, d))
+    monkeypatch.setattr(oracle_mod.Oracle, "away", property(lambda self: True))
+    away = o.run(xs)
+    assert len(made) == 1 and made[0] is xs[0]
+    assert all(torch.equal(a, b) for a, b in zip(plain.oracle, away.oracle))
+    assert all(torch.equal(a, b) for a, b in zip(plain.task, away.task))
+    assert oracle_mod.to_fp64(xs[0], "cpu").dtype == torch.float64
+    t = torch.arange(6.0).reshape(2, 3).t()                       # non-contiguous: converted whole
+    assert torch.equal(oracle_mod.to_fp64(t, "cpu"), t.double())
+    assert oracle_mod.to_fp64(torch.arange(4), "cpu").dtype == torch.int64
