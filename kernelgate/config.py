@@ -54,6 +54,7 @@ class TimingConfig:
     iters: int = 10                  # per round per implementation
     pool: int = 4                    # distinct input sets rotated through
     min_total_ms: float = 0.0        # extend rounds until each implementation has this much sampled time
+    batch_s: float = 0.0             # >0: a batch's iterations cut to take about this long (at least 3)
 
 
 def gate_config(**overrides) -> GateConfig:

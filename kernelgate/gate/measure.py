@@ -22,6 +22,17 @@ BASELINES = timing.BASELINES
 CPU_SETTLE_S = 0.05
 HARNESS = "(harness)"                # the harness alone, timed in a baseline's worker: subtracted from every row
 MIN_ROUNDS = 2                       # a measurement cut short by its deadline still has this many rounds
+MIN_BATCH = 3                        # iterations of a batch cut short by TimingConfig.batch_s
+WARMUP_MIN = 3                       # calls of every warm-up, at least
+
+
+def batch_iters(tcfg: TimingConfig, per_iter_s: float | None) -> int:
+    """Iterations of the next batch: tcfg.iters, or with `batch_s` set, as many as take about that long at
+    the implementation's last per-iteration figure on the judge's clock (at least MIN_BATCH): a call of
+    0.6 s, harness included (a 256 MiB CPU input), made a 60 s budget's two rounds of baselines take 51 s."""
+    if not tcfg.batch_s or not per_iter_s or per_iter_s <= 0:
+        return tcfg.iters
+    return max(MIN_BATCH, min(tcfg.iters, int(tcfg.batch_s / per_iter_s)))
 
 
 def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
@@ -71,11 +82,15 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         for k, s in live.items():
             (s.resume if k == label else s.pause)()
 
+    per_iter: dict[str, float] = {}     # seconds per iteration on the judge's clock, by label (batch_iters)
     for label, s in list(live.items()):
         try:
             alone(label)
             s.send_pool(pool, scalable)
-            s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, 3)
+            t_warm = time.monotonic()
+            s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, WARMUP_MIN)
+            # an upper bound (the warm-up makes at least WARMUP_MIN calls), until the first batch's figure
+            per_iter[label] = (time.monotonic() - t_warm) / WARMUP_MIN
             if task.lean:
                 s.release()
         except Rejected as r:
@@ -91,13 +106,16 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         k = rounds % max(len(order), 1)
         for label in order[k:] + order[:k]:          # rotate who goes first
             s = live[host if label == HARNESS else label]
-            tag, plan = plans.new(tcfg.iters)
+            n = batch_iters(tcfg, per_iter.get(label, per_iter.get(host)))     # the harness: its host's first
+            tag, plan = plans.new(n)
             try:
                 alone(host if label == HARNESS else label)
                 if task.lean:
                     s.send_pool(pool, scalable)
                 b = s.time_batch(tag, plan, null=label == HARNESS)
                 walls[label] += b.walls_ms
+                if b.walls_ms:
+                    per_iter[label] = sum(b.walls_ms) / len(b.walls_ms) / 1e3
                 inproc[label] += b.samples_ms
                 if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
                     s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
@@ -106,7 +124,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                 if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
                     if task.lean and not s.pooled:
                         s.send_pool(pool, scalable)
-                    own[label] += s.time_batch(*plans.new(tcfg.iters), null=True).walls_ms
+                    own[label] += s.time_batch(*plans.new(batch_iters(tcfg, per_iter.get(label))),
+                                               null=True).walls_ms
                 if task.lean:
                     s.release()
             except Rejected as r:

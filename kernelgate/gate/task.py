@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -53,6 +54,7 @@ class Task:
     out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
     floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
     memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
+    admission_s: float = 0.0            # what task admission's trials took: a gate check's trials cost about as much
 
     @property
     def home(self) -> str:
@@ -138,9 +140,10 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
             xs = inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, device_home,
                            lambda xs, kind=kind: workload.widen(xs, kind, rng, contract))
             yield xs, oracle.run(xs)
+    t_adm = time.monotonic()
     adm = admission.admit(oracle, trials())
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
-                mplan)
+                mplan, time.monotonic() - t_adm)
 
 
 def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):

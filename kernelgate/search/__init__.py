@@ -158,6 +158,7 @@ class Search:
         self.planner.baseline_check_s = self.evaluator.baseline_check_s
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
         self.planner.compile_build_s = self.evaluator.compile_build_s
+        self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
         self.planner.pending_s = self.evaluator.baselines_building_s
 
     def evaluate(self, c: Candidate) -> Evaluation:

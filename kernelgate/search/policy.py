@@ -14,6 +14,10 @@ from ..config import TimingConfig
 from ..proposers import EXPLORE, REFINE, RESTART
 from ..records import Candidate, Evaluation
 
+#: the search's batches take about this long at most (gate/measure.batch_iters): a slow call (a large CPU input)
+#: gets fewer iterations per batch instead of a measurement that outlasts the budget
+BATCH_S = 2.0
+
 __all__ = ["Budget", "SearchConfig", "OutOfBudget", "Planner", "Modes", "PLAN_SHARE", "EXPLORE", "REFINE",
            "RESTART", "best", "best_ratio", "promising", "cost_kind", "family", "variant_anchor"]
 
@@ -34,7 +38,7 @@ class SearchConfig:
     promising_host: float = 0.6           # ... or this fast when launch- or latency-bound (graph capture may pay)
     confirm_tries: int = 2                # claimed candidates re-judged and re-timed afresh at the end, best first
     confirm_timing: TimingConfig | None = None   # the confirmation's timing (None: the search's, a fresh plan)
-    timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10)
+    timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10, batch_s=BATCH_S)
     profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
     shares: tuple[tuple[str, int], ...] = ()     # proposer name -> candidates asked of it per generation
                                                  # (default: per_generation each)
@@ -150,6 +154,10 @@ def cost_kind(c: Candidate) -> str:
 #: measured it (on a 2-core CPU: 4.9 s against 4.5 s for an eager conv, 29 s against 20-25 s for a compiled LayerNorm
 #: with a cold compile cache)
 EMIT_OVER_BASELINE = 1.3
+#: the check of an emitted baseline over task admission's trials, before a run measured it: a check's trials cost
+#: about what admission's do per input set and there are about twice as many, with the worker's calls beside the
+#: oracle's (a 256 MiB CPU input: admission 4.7 s, the emitted check 18.8 s, while building and timing eager took 2 s)
+EMIT_OVER_ADMISSION = 3.0
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
 
@@ -170,6 +178,7 @@ class Planner:
         #: waits for the rest of its build, measures it, and may check a module emitted from it
         self.pending_s: Callable[[], float | None] = lambda: None
         self.compile_build_s = 0.0                  # the compile baseline's build: what a compile candidate's costs
+        self.admission_s = 0.0                      # task admission's trials (Task.admission_s)
 
     def elapsed(self) -> float:
         return self.clock() - self.t0
@@ -200,7 +209,7 @@ class Planner:
         if best_now is None:    # the emitted module is then the faster baseline: its check took this before,
             if self.baseline_emit_s is not None:        # else about 1.3 times building and timing it
                 return max(self.baseline_emit_s, extra)
-            return max(EMIT_OVER_BASELINE * self.baseline_check_s, extra)
+            return max(EMIT_OVER_BASELINE * self.baseline_check_s, EMIT_OVER_ADMISSION * self.admission_s, extra)
         return self.cost.get(best_now.candidate.id, self.avg_s()) + best_now.verdict.seconds + extra
 
     def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:

@@ -83,3 +83,50 @@ def test_harness_cost_is_capped_by_the_baselines():
     assert timing.harness_cost([], [[10.0]]) == 0.0
     assert timing.harness_cost([[-1.0, -2.0]], []) == 0.0
     assert timing.less_harness([10.0, 1.0], 2.0) == [8.0, 0.05]
+
+
+def test_batch_iters_cut_slow_calls_to_the_batch_time():
+    """With batch_s set, a batch takes about that long at the last per-iteration figure, between MIN_BATCH and
+    iters; without it (or before any figure) every batch has iters."""
+    from kernelgate.config import TimingConfig
+    from kernelgate.gate.measure import MIN_BATCH, batch_iters
+    t = TimingConfig(iters=10, batch_s=2.0)
+    assert batch_iters(t, 0.001) == 10                    # a fast call: the full batch
+    assert batch_iters(t, 0.5) == 4
+    assert batch_iters(t, 5.0) == MIN_BATCH               # a slow one: still enough for a median
+    assert batch_iters(t, None) == 10
+    assert batch_iters(TimingConfig(iters=10), 5.0) == 10   # batch_s off: fixed batches
+
+
+def test_bench_batches_of_a_slow_call_are_cut(write, tmp_path):
+    """End to end: a forward of about 0.1 s, batch_s 0.25: every row gets MIN_BATCH iterations per round, not
+    iters, and each candidate's own harness batch as well."""
+    from kernelgate import api
+    from kernelgate.config import TimingConfig, gate_config
+    from kernelgate.gate.measure import MIN_BATCH
+    ref = write("ref.py", """
+import time
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(0.1)
+        return x * 2
+def get_inputs():
+    return [torch.randn(64)]
+def get_init_inputs():
+    return []
+""")
+    cand = write("cand.py", """
+import time
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        time.sleep(0.1)
+        return x + x
+""")
+    res = api.bench(ref, [cand], config=gate_config(), baselines=("eager",),
+                    timing=TimingConfig(warmup_ms=5, rounds=2, iters=8, batch_s=0.25), store=str(tmp_path / "s.sqlite"))
+    rows = {r.label: r for r in res.rows}
+    assert rows["cand"].verdict.accepted, rows["cand"].verdict.message
+    assert len(rows["cand"].timing.samples_ms) == 2 * MIN_BATCH
+    assert len(rows["eager"].timing.samples_ms) == 2 * MIN_BATCH

@@ -141,3 +141,18 @@ def test_a_compiling_candidate_costs_at_least_what_the_compile_baseline_took():
                      stack=(Level("runtime:compile", (("mode", "max-autotune"),)),))
     other = Candidate("d", "rewrite:fold-bn", "", stack=(Level("rewrite:fold-bn"),))
     assert p.expected_s(comp, []) == 27.0 and p.expected_s(other, []) == 3.0
+
+
+def test_the_emitted_check_is_expected_to_cost_its_trials_before_it_was_measured():
+    """Before a run measured the emitted baseline's check, its reserve is at least EMIT_OVER_ADMISSION times what
+    task admission's trials took (a 256 MiB CPU input: admission 4.7 s, the check 18.8 s, eager's build 2 s);
+    a measured check replaces the estimate."""
+    from kernelgate.search.policy import EMIT_OVER_ADMISSION
+    p = Planner(Budget(seconds=60.0), FakeClock())
+    p.baseline_check_s = 2.0
+    p.admission_s = 4.7
+    assert p.reserve_s(None) == pytest.approx(EMIT_OVER_ADMISSION * 4.7)
+    p.admission_s = 0.1                            # a small task: building and timing the baseline dominates
+    assert p.reserve_s(None) == pytest.approx(2.6)
+    p.admission_s, p.baseline_emit_s = 4.7, 9.0
+    assert p.reserve_s(None) == 9.0
