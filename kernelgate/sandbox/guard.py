@@ -21,6 +21,8 @@ site-packages: read-only to the candidate under isolation), so torch.compile, Tr
 keep working. Every refusal is recorded; the worker turns a non-empty record into an `introspection`
 rejection. What stays open (docs/GATE.md): native code the candidate loads (a C++ extension, or
 `ctypes.memmove` on addresses, which CPython does not audit) can still write anywhere in its process.
+A signal handler, which CPython hands the frame it interrupted without an audit event, is kept from the harness
+by where the harness runs (a thread of its own: kernelgate/sandbox/worker.py, `main`), not by this module.
 
 Two checks close what auditing does not see. `integrity()`, run after every call: the namespaces the
 harness's code looks names up in (kernelgate's modules and classes, torch, torch.Tensor, builtins, json,

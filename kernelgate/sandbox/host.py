@@ -341,14 +341,15 @@ class Worker:
     def lockdown(self, timeout: float = 60.0) -> None:
         """After the build: no new processes. Kills the worker's descendants (build-time children such as
         compilers), has the worker install a seccomp filter on every thread that refuses fork, vfork, clone of
-        a process and exec, then checks from /proc that every thread gained a filter (the reply proves
-        nothing: a candidate can replace the op) and kills whatever was forked meanwhile."""
+        a process, exec and setting a signal's action (isolation._lockdown_program), then checks from /proc that
+        every thread gained a filter (the reply proves nothing: a candidate can replace the op) and kills
+        whatever was forked meanwhile."""
         if self.proc is None:
             self.start()
         if self.locked:
             return
         if not isolation.seccomp_supported() or isolation.disabled() or not sys.platform.startswith("linux"):
-            missing = "missing: no new processes after build (no seccomp filters here)"
+            missing = "missing: no new processes or signal handler changes after build (no seccomp filters here)"
             self.protections += (missing,) if missing not in self.protections else ()
             return
         self._kill_tree(include_root=False)
@@ -366,7 +367,7 @@ class Worker:
                                 f"NoNewPrivs {status.get('NoNewPrivs')}, Seccomp {status.get('Seccomp')}")
         self._kill_tree(include_root=False)          # anything forked before the filter took effect
         self.locked = True
-        self.protections += ("no new processes after build (seccomp, " + (
+        self.protections += ("no new processes after build, no signal handler changes (seccomp, " + (
             "verified from /proc)" if counted else "verified from /proc; filter count not shown by this kernel)"
             if visible else "unverified: this kernel's /proc shows no seccomp state)"),)
 

@@ -12,7 +12,8 @@ needs is prepared in the judge beforehand, so the child only makes system calls)
     descendant stays in the worker's session, where the judge finds it); where Landlock cannot scope
     signals, signals only to the worker itself.
 After the build, the worker installs one more filter on every thread (`lockdown_self`: no fork, vfork,
-clone of a process, exec), which the judge verifies from /proc, not from the worker's reply.
+clone of a process, exec, no change of a signal's action), which the judge verifies from /proc, not from the
+worker's reply.
 
 The judge itself (`judge_setup`) becomes non-dumpable (a same-uid process without capabilities cannot
 open its /proc/<pid>/mem or ptrace it) and a child subreaper (orphans of its workers are reparented to it).
@@ -51,11 +52,12 @@ _ARCHES = {
                    rt_tgsigqueueinfo=297, ptrace=101, process_vm_readv=310, process_vm_writev=311, setsid=112,
                    fork=57, vfork=58, clone=56, execve=59, execveat=322, seccomp=317, setpriority=141,
                    sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314,
-                   prlimit64=302, ioprio_set=251),
+                   prlimit64=302, ioprio_set=251, rt_sigaction=13),
     "aarch64": dict(audit=0xC00000B7, x32=False, kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138,
                     rt_tgsigqueueinfo=240, ptrace=117, process_vm_readv=270, process_vm_writev=271, setsid=157,
                     clone=220, execve=221, execveat=281, seccomp=277, setpriority=140, sched_setparam=118,
-                    sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, prlimit64=261, ioprio_set=30),
+                    sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, prlimit64=261, ioprio_set=30,
+                    rt_sigaction=134),
 }
 _COMMON = dict(pidfd_send_signal=424, clone3=435, pidfd_getfd=438, process_madvise=440,
                landlock_create_ruleset=444, landlock_add_rule=445, landlock_restrict_self=446)
@@ -156,6 +158,9 @@ def available() -> dict[str, str]:
                          if seccomp_supported() else "missing: no seccomp: the worker can demote this user's processes")
     out["no new processes after build"] = ("seccomp filter on every thread, verified from /proc"
                                            if seccomp_supported() else "missing: no seccomp")
+    out["signal handlers"] = ("candidate code runs off the main thread, the only one where Python runs handlers"
+                              + ("; no handler changes after build (seccomp)" if seccomp_supported() else
+                                 " (no seccomp: handler changes after build not refused)"))
     out["descendants"] = ("session kept (setsid refused), subreaper; killed with the worker" if seccomp_supported()
                           else "process group and parent links only (a setsid daemon may escape)" if _LINUX else
                           "missing: not Linux")
@@ -209,7 +214,7 @@ def _err(e: int) -> int:
 
 
 _LD_NR, _LD_ARCH, _LD_ARG0 = _ins(_LD_W_ABS, 0, 0, 0), _ins(_LD_W_ABS, 0, 0, 4), _ins(_LD_W_ABS, 0, 0, 16)
-_LD_ARG1 = _ins(_LD_W_ABS, 0, 0, 24)
+_LD_ARG1, _LD_ARG1_HI = _ins(_LD_W_ABS, 0, 0, 24), _ins(_LD_W_ABS, 0, 0, 28)      # little-endian halves
 
 
 def _block(nr: int, rest: list[bytes]) -> list[bytes]:
@@ -266,7 +271,9 @@ def _base_program(signals: bool) -> bytes:
 
 def _lockdown_program() -> bytes:
     """No fork, vfork, clone without CLONE_THREAD (EPERM), clone3 (ENOSYS: glibc falls back to clone for
-    threads), execve/execveat (EPERM)."""
+    threads), execve/execveat (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
+    allowed): no signal handler changes from here on, Python's (`signal.signal` calls sigaction before it
+    records the handler, so a refused call records none) or native code's."""
     prog = _prologue()
     for name in ("fork", "vfork", "execve", "execveat"):
         if name in _NR:
@@ -274,6 +281,9 @@ def _lockdown_program() -> bytes:
     prog += _block(_NR["clone3"], [_ret(_err(errno.ENOSYS))])
     prog += _block(_NR["clone"], [_LD_ARG0, _ins(_JSET_K, 1, 0, CLONE_THREAD), _ret(_err(errno.EPERM)),
                                   _ret(_RET_ALLOW)])
+    # act (the second argument, a 64-bit pointer) non-NULL in either half: refused
+    prog += _block(_NR["rt_sigaction"], [_LD_ARG1, _ins(_JEQ_K, 0, 2, 0), _LD_ARG1_HI, _ins(_JEQ_K, 1, 0, 0),
+                                         _ret(_err(errno.EPERM)), _ret(_RET_ALLOW)])
     prog.append(_ret(_RET_ALLOW))
     return b"".join(prog)
 
@@ -284,7 +294,8 @@ def _fprog(code: bytes) -> tuple[_FProg, ctypes.Array]:
 
 
 def lockdown_self() -> None:
-    """Worker side, after the build: no new processes from here on, on every thread (TSYNC).
+    """Worker side, after the build: no new processes and no signal handler changes from here on, on every
+    thread (TSYNC).
     Raises OSError where the filter cannot be installed."""
     if not seccomp_supported():
         raise OSError(errno.ENOSYS, "seccomp filters are not available here")

@@ -395,8 +395,8 @@ class Harness:
         return regions.attach(current, named)
 
     def op_lockdown(self, msg: dict) -> dict:
-        """After the build: no new processes (a seccomp filter on every thread). The judge verifies the filter
-        from /proc, not from this reply."""
+        """After the build: no new processes and no signal handler changes (a seccomp filter on every thread).
+        The judge verifies the filter from /proc, not from this reply."""
         from . import isolation
         isolation.lockdown_self()
         return {"ok": True}
@@ -432,21 +432,76 @@ def _first_line(e: BaseException) -> str:
     return text[0][:500] if text else type(e).__name__
 
 
-def main() -> None:
+def _stack_bytes() -> int:
+    """The harness thread's stack: what the main thread may grow to (RLIMIT_STACK), at least 8 MiB (glibc gives a
+    thread 2 MiB where that limit is unlimited; deep compiler recursion needs more)."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return 64 << 20 if soft == resource.RLIM_INFINITY else min(max(soft, 8 << 20), 256 << 20)
+
+
+def _serve(fd: int, regions_fd: int | None, mask: Any) -> None:
+    """The harness thread: everything the worker does after start-up, the candidate's import and every call of
+    its code included. Ends the process when the judge closes the connection (no interpreter teardown:
+    candidate atexit hooks and thread joins cannot delay the judge), or when the harness itself fails.
+    `mask`: the signal mask the process started with (the main thread blocked every signal before starting
+    this one, which inherited that)."""
+    import signal
     import socket
+    code = 1
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        conn = Connection(fd)
+        harness = Harness(conn)
+        if regions_fd is not None:      # the channel shared-memory regions arrive on (as file descriptors)
+            harness.regions = ipc.Regions(socket.socket(fileno=regions_fd))
+        harness.serve()
+        conn.close()
+        code = 0
+    except BaseException:  # noqa: BLE001 - the worker ends either way; the judge reads the tail of stderr
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _park() -> None:
+    """The main thread, once the harness thread runs (every signal already blocked here): waiting on a lock
+    nobody releases, for good. CPython runs Python-level signal handlers only in the main thread, handing each the
+    frame it interrupted, and `signal.signal` works only there; so no candidate code can install one, and a
+    handler installed anyway would see this frame, never the harness's (docs/GATE.md, "Signal handlers")."""
+    import _thread
+    lock = _thread.allocate_lock()
+    lock.acquire()
+    while True:
+        try:
+            lock.acquire()
+        except BaseException:  # noqa: BLE001 - nothing may end the wait but the harness thread's os._exit
+            pass
+
+
+def main() -> None:
+    import signal
+    import threading
     from . import isolation
     isolation.worker_setup()
-    fd = int(sys.argv[1])
-    conn = Connection(fd)
-    harness = Harness(conn)
-    if len(sys.argv) > 2:       # the channel shared-memory regions arrive on (as file descriptors)
-        harness.regions = ipc.Regions(socket.socket(fileno=int(sys.argv[2])))
-    harness.serve()
-    conn.close()
-    # no interpreter teardown: candidate atexit hooks and thread joins cannot delay the judge
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # Blocked in this thread before any candidate code exists (the harness thread restores the mask for itself):
+    # a signal aimed at the main thread stays pending for good, never running Python's SIGINT handler here.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    args = (int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None, mask)
+    # The harness runs in a thread of its own, started with only the descriptors' numbers and the mask (a Thread
+    # object keeps its target and arguments, and threading.enumerate() hands it to anyone): the main thread,
+    # where Python runs signal handlers, never has a frame of the harness on its stack.
+    previous = threading.stack_size(_stack_bytes())
+    try:
+        threading.Thread(target=_serve, args=args, daemon=True).start()
+    finally:
+        threading.stack_size(previous)
+    del args
+    _park()
 
 
 if __name__ == "__main__":
