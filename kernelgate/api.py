@@ -85,8 +85,7 @@ def derivations(task) -> list:
     o = task.oracle
     xs = task.given
     runs = o.run(xs)
-    dev = [x.to(task.home) if hasattr(x, "to") else x for x in xs]
-    k = lowprec.reduction_lengths(o.model, dev)
+    k = o.reduce_k or None              # the reduction length the gate's comparator uses
     fmts = lowprec.formats_of(o.model, xs)
     return [lowprec.explain(g, {n: r[i] for n, r in runs.permitted.items()}, b.dtype, reduction_length=k, formats=fmts)
             for i, (g, b) in enumerate(zip(runs.oracle, runs.task))]

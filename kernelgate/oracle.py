@@ -59,14 +59,54 @@ class _RoundOperands(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+#: ops that sum (or average, normalize, soft-max) over many terms: their reduction length widens the tolerance
+#: (gate/correctness.order_term); the length is the input's elements per output element unless told below
+REDUCING_OPS = ("sum", "mean", "nansum", "nanmean", "var", "std", "var_mean", "std_mean", "norm", "linalg_vector_norm",
+                "logsumexp", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "nll_loss2d",
+                "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                "multilabel_margin_loss", "cosine_similarity", "trace", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+                "adaptive_avg_pool1d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
+ALONG_DIM_OPS = ("_softmax", "_log_softmax", "cumsum", "logcumsumexp")      # (input, dim, ...)
+
+
+def reduction_k(name: str, args: tuple, out: Any) -> int:
+    """Terms summed per output element by one op call (0 when it sums nothing or cannot be told)."""
+    try:
+        if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "addbmm",
+                    "matmul", "linear"):
+            x = args[1] if name.startswith("add") or name == "baddbmm" else args[0]
+            return int(x.shape[-1] * (x.shape[0] if name == "addbmm" else 1))
+        if name in ("convolution", "_convolution", "cudnn_convolution"):
+            w = args[1]
+            return int((w.shape[0] // int(args[8]) if len(args) > 8 and args[6] else w.shape[1]) * w[0, 0].numel())
+        if name.startswith("_scaled_dot_product"):
+            return int(max(args[0].shape[-1], args[1].shape[-2]))
+        if name in ALONG_DIM_OPS:
+            return int(args[0].shape[args[1]]) if args[0].dim() else 1
+        if name == "native_layer_norm":
+            return int(torch.Size(args[1]).numel())
+        if name == "native_group_norm":                  # (input, weight, bias, N, C, HxW, group, eps)
+            return int(args[4] // args[6] * args[5])
+        if name in REDUCING_OPS:
+            o = out[0] if isinstance(out, (tuple, list)) else out
+            return int(args[0].numel() // max(o.numel(), 1))
+    except Exception:  # noqa: BLE001 - an unexpected signature: no widening from this op
+        return 0
+    return 0
+
+
 class _RecordOps(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops: set[str] = set()
+        self.reduce_k = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.add(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        self.ops.add(name)
+        out = func(*args, **(kwargs or {}))
+        self.reduce_k = max(self.reduce_k, reduction_k(name, args, out))
+        return out
 
 
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
@@ -121,6 +161,7 @@ class Oracle:
             if fmt in contract.precision:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
         self.single = True
+        self.reduce_k = 0
 
     def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -149,6 +190,7 @@ class Oracle:
         del dev
         self._done()
         self.ops = rec.ops
+        self.reduce_k = rec.reduce_k         # the longest reduction: the tolerance's summation-order term
         for k, o in enumerate(first):
             if not isinstance(o, torch.Tensor):
                 raise KernelgateError(f"the reference returns {type(o).__name__} as output {k}; only tensors are supported",

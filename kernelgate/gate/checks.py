@@ -72,10 +72,11 @@ class Comparator:
 
     quantized: bool = False                      # the reference rounds floats onto an integer grid
     one_step: float | None = None                # the contract's allowed one-step share, if declared
+    reduce_k: int = 0                            # the reference's longest reduction (correctness.order_term)
 
     @classmethod
     def of(cls, oracle: Any) -> "Comparator":
-        return cls(quantizing(oracle.ops), oracle.contract.one_step)
+        return cls(quantizing(oracle.ops), oracle.contract.one_step, int(getattr(oracle, "reduce_k", 0) or 0))
 
     def on_grid(self, g: torch.Tensor, b: torch.Tensor) -> bool:
         return b.dtype in lowprec.FP8 or (self.quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
@@ -88,7 +89,7 @@ class Comparator:
             allowed = self.one_step if self.one_step is not None else max(lowprec.FLOOR, 2 * own.one_fraction)
             target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
             return Expected(g, b, grid=target.cpu(), one_step=allowed)
-        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype))
+        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=self.reduce_k))
 
     def expected(self, runs: Any) -> list[Expected]:
         """Every output of one run of the oracle (oracle.Runs)."""

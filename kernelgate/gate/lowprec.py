@@ -19,6 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..records import Check
+from ..oracle import reduction_k
 from . import correctness
 
 
@@ -99,6 +100,7 @@ class Derivation:
     exact: bool                              # bit-identical equality required
     zero_error: bool                         # every permitted run reproduced the oracle exactly on this trial
     reason: str
+    order: float = 0.0                       # the floor's summation-order term (correctness.order_term)
 
     def tolerance(self) -> correctness.Tolerance:
         """The gate's Tolerance record for this derivation."""
@@ -121,9 +123,10 @@ class Derivation:
             shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
             lines.append(f"  {kind} {fmt} (u = {_u_text(FORMATS[fmt].u)}, max {FORMATS[fmt].max:.6g}): {shown}")
         k, u = self.reduction_length, self.u
-        lines.append("reduction length: unknown (no matmul/conv seen)" if not k else
-                     f"reduction length K = {k} (largest matmul/conv reduction" + (
-                         f"; sqrt(K)*u = {math.sqrt(k) * u:.3g}, K*u = {k * u:.3g}, for scale only)" if u else ")"))
+        lines.append("reduction length: none seen (no sum, norm, softmax, matmul or conv)" if not k else
+                     f"reduction length K = {k} (the longest sum, norm, softmax, matmul or conv reduction): "
+                     f"another honest summation order errs by about sqrt(K) accumulator roundoffs; order term "
+                     f"o = 2 * min(sqrt(K), 256) * min(u, 2^-24) = {self.order:.3g}")
         if self.exact:
             grid = self.output_format in _GRID
             return "\n".join(lines + [f"exact: {self.reason}; bit-identical equality required"] + grid * [
@@ -132,22 +135,26 @@ class Derivation:
         lines += [f"  {r.run}: max {r.max:.4g}, mean {r.mean:.4g}, relative Frobenius {r.fro:.4g}"
                   + ("   <- sets the bound" if r.run == self.source else "") for r in self.runs]
         b, fm, fn, d = self.beta, self.factor_max, self.factor_mean, self
+        o = " + o" if self.order else ""
         return "\n".join(lines + [
-            f"rule ({d.reason}): factor {fm:g} on max and Frobenius, {fn:g} on mean, floor beta*u, beta = {b:g}",
-            f"  max|C-G|      <= {fm:g} * {d.ref_max:.4g} + {b:g} * u * {d.scale_max:.4g} = {d.allowed_max:.4g}",
-            f"  mean|C-G|     <= {fn:g} * {d.ref_mean:.4g} + {b:g} * u * {d.scale_mean:.4g} = {d.allowed_mean:.4g}",
-            f"  ||C-G||/||G|| <= {fm:g} * {d.ref_fro:.4g} + {b:g} * u = {d.allowed_fro:.4g}"])
+            f"rule ({d.reason}): factor {fm:g} on max and Frobenius, {fn:g} on mean, floor beta*u, beta = {b:.4g}",
+            f"  max|C-G|      <= {fm:g} * {d.ref_max:.4g} + ({b:g} * u{o}) * {d.scale_max:.4g} = {d.allowed_max:.4g}",
+            f"  mean|C-G|     <= {fn:g} * {d.ref_mean:.4g} + ({b:g} * u{o}) * {d.scale_mean:.4g} = {d.allowed_mean:.4g}",
+            f"  ||C-G||/||G|| <= {fm:g} * {d.ref_fro:.4g} + {b:g} * u{o} = {d.allowed_fro:.4g}"])
 
 
 _GRID = {"fp8e4m3", "fp8e5m2"} | {f.name for f in FORMATS.values() if f.exact}
 
 
 def explain(oracle: torch.Tensor, permitted_refs: dict[str, torch.Tensor], out_dtype: torch.dtype, *,
-            reduction_length: int | None, factor_max: float = 2.0, factor_mean: float = 1.5, beta: float = 8.0,
-            formats: Mapping[str, torch.dtype] | None = None) -> Derivation:
-    """Derive one output's tolerance (one trial) with correctness.derive() and record how."""
+            reduction_length: int | None, factor_max: float = 2.0, factor_mean: float = 1.5,
+            beta: float | None = None, formats: Mapping[str, torch.dtype] | None = None) -> Derivation:
+    """Derive one output's tolerance (one trial) with correctness.derive() and record how; `reduction_length`:
+    the reference's longest reduction, as the gate uses it (correctness.order_term)."""
     u = _BY_DTYPE[out_dtype].u if out_dtype.is_floating_point else None   # passed in: the gate's fp8 lookup fails
-    tol = correctness.derive(oracle, permitted_refs, out_dtype, u)
+    tol = correctness.derive(oracle, permitted_refs, out_dtype, u, reduce_k=reduction_length)
+    beta = correctness.BETA if beta is None else beta
+    order = correctness.order_term(tol.u, reduction_length)
     runs = tuple(RunError(n, *correctness.error_stats(b, oracle)) for n, b in permitted_refs.items())
     g = oracle.to(torch.float64)
     fin = g[torch.isfinite(g)].abs()
@@ -156,15 +163,15 @@ def explain(oracle: torch.Tensor, permitted_refs: dict[str, torch.Tensor], out_d
     d = Derivation(classify(out_dtype), tol.u, tuple((r, classify(t)) for r, t in (formats or {}).items())
                    + (("output", classify(out_dtype)),), reduction_length, runs, tol.source, tol.ref_max,
                    tol.ref_mean, tol.ref_fro, factor_max, factor_mean, beta, smax, smean, tol.max_abs,
-                   tol.mean_abs, tol.fro_rel, tol.exact, zero, "gate.correctness.derive")
+                   tol.mean_abs, tol.fro_rel, tol.exact, zero, "gate.correctness.derive", order)
     if tol.exact or zero:
         why = ("integer/bool output" if tol.exact else "float output the reference reproduced with zero error "
                "(pure data movement or exactly representable results; stands only if so on every trial)")
         return dataclasses.replace(d, exact=True, reason=why)     # derive()'s bounds kept for across_trials
     if (factor_max, factor_mean, beta) != (correctness.MAX_FACTOR, correctness.MEAN_FACTOR, correctness.BETA):
-        d = dataclasses.replace(d, allowed_max=factor_max * tol.ref_max + beta * tol.u * smax,
-                                allowed_mean=factor_mean * tol.ref_mean + beta * tol.u * smean,
-                                allowed_fro=factor_max * tol.ref_fro + beta * tol.u,
+        d = dataclasses.replace(d, allowed_max=factor_max * tol.ref_max + (beta * tol.u + order) * smax,
+                                allowed_mean=factor_mean * tol.ref_mean + (beta * tol.u + order) * smean,
+                                allowed_fro=factor_max * tol.ref_fro + beta * tol.u + order,
                                 reason="gate.correctness.derive, constants replaced")
     return d
 
@@ -197,15 +204,10 @@ def formats_of(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, torch
 # ------------------------------------------------------------------ reduction lengths
 
 def _k_of(name: str, a: tuple) -> int:
-    """Reduction length of one matmul/conv/attention call, 0 for other ops."""
-    if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "addbmm"):
-        x = a[1] if name.startswith("add") or name == "baddbmm" else a[0]
-        return int(x.shape[-1] * (x.shape[0] if name == "addbmm" else 1))
-    if name in ("convolution", "_convolution"):     # (input, weight, bias, stride, pad, dil, transposed, opad, groups)
-        w = a[1]
-        return int((w.shape[0] // int(a[8]) if a[6] else w.shape[1]) * math.prod(w.shape[2:]))
-    if name.startswith("_scaled_dot_product"):
-        return int(max(a[0].shape[-1], a[1].shape[-2]))
+    """Reduction length of one matmul/conv/attention call, 0 for other ops (oracle.reduction_k)."""
+    if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "addbmm",
+                "convolution", "_convolution") or name.startswith("_scaled_dot_product"):
+        return reduction_k(name, a, None)
     return 0
 
 

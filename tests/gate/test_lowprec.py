@@ -28,7 +28,7 @@ def _load(name, seed=1):
 def _explain(oracle, xs, runs, **kw):
     g, b = runs.oracle[0], runs.task[0]
     return lowprec.explain(g, {n: r[0] for n, r in runs.permitted.items()}, b.dtype,
-                           reduction_length=lowprec.reduction_lengths(oracle.model, xs),
+                           reduction_length=oracle.reduce_k or None,
                            formats=lowprec.formats_of(oracle.model, xs), **kw)
 
 
@@ -59,7 +59,7 @@ def test_derivation_numbers_equal_derive(name):
     oracle, xs, runs = _load(name)
     g, b = runs.oracle[0], runs.task[0]
     refs = {n: r[0] for n, r in runs.permitted.items()}
-    tol = correctness.derive(g, refs, b.dtype)
+    tol = correctness.derive(g, refs, b.dtype, reduce_k=oracle.reduce_k)
     d = _explain(oracle, xs, runs)
     assert not d.exact and d.reason == "gate.correctness.derive"
     assert (d.allowed_max, d.allowed_mean, d.allowed_fro) == (tol.max_abs, tol.mean_abs, tol.fro_rel)
@@ -68,8 +68,8 @@ def test_derivation_numbers_equal_derive(name):
     assert d.tolerance() == tol
     assert d.runs[0].max == tol.ref_max > 0
     wider = _explain(oracle, xs, runs, factor_max=4.0, factor_mean=3.0, beta=16.0)
-    assert wider.allowed_max == pytest.approx(4.0 * tol.ref_max + 16.0 * tol.u * d.scale_max)
-    assert wider.allowed_fro == pytest.approx(4.0 * tol.ref_fro + 16.0 * tol.u)
+    assert wider.allowed_max == pytest.approx(4.0 * tol.ref_max + (16.0 * tol.u + d.order) * d.scale_max)
+    assert wider.allowed_fro == pytest.approx(4.0 * tol.ref_fro + 16.0 * tol.u + d.order)
 
 
 def test_derivation_with_two_permitted_runs_names_the_one_that_set_the_bound():
@@ -78,7 +78,7 @@ def test_derivation_with_two_permitted_runs_names_the_one_that_set_the_bound():
     w = torch.randn(300, 16, generator=gen, dtype=torch.float64)
     g = a @ w
     refs = {"task dtype": a.float() @ w.float(), "bf16 (contract)": (a.bfloat16() @ w.bfloat16()).float()}
-    tol = correctness.derive(g, refs, torch.float32)
+    tol = correctness.derive(g, refs, torch.float32, reduce_k=300)
     d = lowprec.explain(g, refs, torch.float32, reduction_length=300)
     assert d.source == tol.source == "bf16 (contract)"
     assert (d.allowed_max, d.allowed_mean, d.allowed_fro) == (tol.max_abs, tol.mean_abs, tol.fro_rel)
