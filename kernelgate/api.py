@@ -82,12 +82,13 @@ def explain_tolerance(ref: str, *, target: str = "cpu", contract: Contract | str
 def derivations(task) -> list:
     """The tolerance derivation of each output of a prepared task, on its given inputs."""
     from .gate import lowprec
+    from .oracle import reduce_k_of
     o = task.oracle
     xs = task.given
     runs = o.run(xs)
-    k = o.reduce_k or None              # the reduction length the gate's comparator uses
     fmts = lowprec.formats_of(o.model, xs)
-    return [lowprec.explain(g, {n: r[i] for n, r in runs.permitted.items()}, b.dtype, reduction_length=k, formats=fmts)
+    return [lowprec.explain(g, {n: r[i] for n, r in runs.permitted.items()}, b.dtype,      # each output's own
+                            reduction_length=reduce_k_of(o, i) or None, formats=fmts)      # reduction length
             for i, (g, b) in enumerate(zip(runs.oracle, runs.task))]
 
 

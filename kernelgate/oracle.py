@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from .errors import KernelgateError
 from .records import Contract, Reason
@@ -96,17 +97,28 @@ def reduction_k(name: str, args: tuple, out: Any) -> int:
 
 
 class _RecordOps(TorchDispatchMode):
+    """The ops a forward runs, and per tensor it makes the longest reduction on its way (an op's own length or
+    the longest of its tensor arguments', whichever is longer): each output's tolerance widens with its own
+    (a long loss beside another output must not widen that output's bound)."""
+
     def __init__(self):
         super().__init__()
         self.ops: set[str] = set()
-        self.reduce_k = 0
+        self.k = WeakTensorKeyDictionary()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.ops.add(name)
         out = func(*args, **(kwargs or {}))
-        self.reduce_k = max(self.reduce_k, reduction_k(name, args, out))
+        k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in tree_leaves((args, kwargs or {}))
+                                                 if isinstance(t, torch.Tensor)])
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.k[t] = max(k, self.k.get(t, 0))
         return out
+
+    def of(self, outs: list[Any]) -> list[int]:
+        return [self.k.get(o, 0) if isinstance(o, torch.Tensor) else 0 for o in outs]
 
 
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
@@ -161,7 +173,7 @@ class Oracle:
             if fmt in contract.precision:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
         self.single = True
-        self.reduce_k = 0
+        self.reduce_ks: list[int] = []
 
     def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -180,6 +192,7 @@ class Oracle:
             torch.manual_seed(1)
             with torch.no_grad(), rec:
                 raw = self.model(*dev)
+            ks = rec.of(as_list(raw))
             self.single = not isinstance(raw, (tuple, list))
             first = [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
             del raw
@@ -190,7 +203,7 @@ class Oracle:
         del dev
         self._done()
         self.ops = rec.ops
-        self.reduce_k = rec.reduce_k         # the longest reduction: the tolerance's summation-order term
+        self.reduce_ks = ks                  # each output's longest reduction: the tolerance's summation-order term
         for k, o in enumerate(first):
             if not isinstance(o, torch.Tensor):
                 raise KernelgateError(f"the reference returns {type(o).__name__} as output {k}; only tensors are supported",
@@ -278,3 +291,9 @@ def bit_equal(a: Any, b: Any) -> bool:
     if a.is_floating_point():
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return torch.equal(a, b)
+
+
+def reduce_k_of(oracle: Any, k: int) -> int:
+    """Output k's longest reduction as recorded when the oracle first ran (0 when not recorded)."""
+    ks = getattr(oracle, "reduce_ks", None) or []
+    return int(ks[k]) if k < len(ks) else 0

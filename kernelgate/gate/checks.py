@@ -72,28 +72,29 @@ class Comparator:
 
     quantized: bool = False                      # the reference rounds floats onto an integer grid
     one_step: float | None = None                # the contract's allowed one-step share, if declared
-    reduce_k: int = 0                            # the reference's longest reduction (correctness.order_term)
+    reduce_ks: tuple[int, ...] = ()              # each output's longest reduction (correctness.order_term)
 
     @classmethod
     def of(cls, oracle: Any) -> "Comparator":
-        return cls(quantizing(oracle.ops), oracle.contract.one_step, int(getattr(oracle, "reduce_k", 0) or 0))
+        return cls(quantizing(oracle.ops), oracle.contract.one_step, tuple(getattr(oracle, "reduce_ks", ()) or ()))
 
     def on_grid(self, g: torch.Tensor, b: torch.Tensor) -> bool:
         return b.dtype in lowprec.FP8 or (self.quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
                                           and g.dtype == b.dtype)
 
-    def expect(self, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor]) -> Expected:
-        """One output: oracle `g`, task-dtype run `b`, the permitted reference runs."""
+    def expect(self, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor], k: int = 0) -> Expected:
+        """Output `k`: oracle `g`, task-dtype run `b`, the permitted reference runs."""
         if self.on_grid(g, b):
             own = lowprec.quant_steps(b.cpu(), g.cpu())
             allowed = self.one_step if self.one_step is not None else max(lowprec.FLOOR, 2 * own.one_fraction)
             target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
             return Expected(g, b, grid=target.cpu(), one_step=allowed)
-        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=self.reduce_k))
+        reduce_k = self.reduce_ks[k] if k < len(self.reduce_ks) else 0
+        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k))
 
     def expected(self, runs: Any) -> list[Expected]:
         """Every output of one run of the oracle (oracle.Runs)."""
-        return [self.expect(g, b, {n: r[k] for n, r in runs.permitted.items()})
+        return [self.expect(g, b, {n: r[k] for n, r in runs.permitted.items()}, k)
                 for k, (g, b) in enumerate(zip(runs.oracle, runs.task))]
 
 

@@ -28,7 +28,7 @@ def _load(name, seed=1):
 def _explain(oracle, xs, runs, **kw):
     g, b = runs.oracle[0], runs.task[0]
     return lowprec.explain(g, {n: r[0] for n, r in runs.permitted.items()}, b.dtype,
-                           reduction_length=oracle.reduce_k or None,
+                           reduction_length=(oracle.reduce_ks or [0])[0] or None,
                            formats=lowprec.formats_of(oracle.model, xs), **kw)
 
 
@@ -59,7 +59,7 @@ def test_derivation_numbers_equal_derive(name):
     oracle, xs, runs = _load(name)
     g, b = runs.oracle[0], runs.task[0]
     refs = {n: r[0] for n, r in runs.permitted.items()}
-    tol = correctness.derive(g, refs, b.dtype, reduce_k=oracle.reduce_k)
+    tol = correctness.derive(g, refs, b.dtype, reduce_k=(oracle.reduce_ks or [0])[0])
     d = _explain(oracle, xs, runs)
     assert not d.exact and d.reason == "gate.correctness.derive"
     assert (d.allowed_max, d.allowed_mean, d.allowed_fro) == (tol.max_abs, tol.mean_abs, tol.fro_rel)

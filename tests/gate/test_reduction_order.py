@@ -83,7 +83,27 @@ def get_init_inputs():
     ref = load_reference(Spec(write("ref.py", src), "Model"))
     o = oracle_mod.Oracle(ref, "cpu", Contract())
     o.probe(ref.inputs(0))
-    assert o.reduce_k == k
+    assert o.reduce_ks == [k]
+
+
+def test_each_output_widens_with_its_own_reductions(write):
+    """A long loss beside another output widens the loss's bound only: the other output's path has no
+    reduction (a candidate must not get an approximate GELU past the gate because a loss sits beside it)."""
+    src = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        y = torch.nn.functional.gelu(x)
+        return y, torch.nn.functional.mse_loss(y, torch.zeros_like(y)), torch.softmax(y, dim=-1) * 2
+def get_inputs():
+    return [torch.randn(4, 32, 24)]
+def get_init_inputs():
+    return []
+"""
+    ref = load_reference(Spec(write("ref.py", src), "Model"))
+    o = oracle_mod.Oracle(ref, "cpu", Contract())
+    o.probe(ref.inputs(0))
+    assert o.reduce_ks == [0, 4 * 32 * 24, 24]
 
 
 def test_a_convolutions_reduction_counts_its_window_and_channels():
