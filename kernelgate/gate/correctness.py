@@ -7,12 +7,14 @@ where e is the largest error of the reference run as permitted (task dtype, and 
 reference's configuration or the contract permits) against the oracle G, and u the unit roundoff of
 the output format. NaN/Inf positions must match; NaN is never a wildcard.
 
-beta * u is widened by 2 * min(sqrt(K), 256) * min(u, 2^-24), K the longest reduction the reference runs (a
-sum, mean, norm, softmax or matmul/conv over K terms; 0 without one): another honest summation order
-(torch.compile's, a blocked kernel's, flash attention's) errs by about sqrt(K) units of the accumulator's
-roundoff (fp32 at most) where the reference's own order (pairwise, a tree) happened to err less:
-torch.compile's mean over 4096 values erred 1.65e-6 against 5.07e-7 allowed without this term. It stays far
-below a lower precision's error (TF32 on the inputs: 2^-11 relative, 16x above the term at its cap).
+beta * u is widened by 2 * min(sqrt(K), 32) * min(u, 2^-24), K the longest reduction on that output's path
+through the reference (a sum, mean, norm, softmax, loss or matmul/conv over K terms; 0 without one): another
+honest summation order (torch.compile's, a blocked kernel's, flash attention's) errs by about sqrt(K) units
+of the accumulator's roundoff (fp32 at most) where the reference's own order (pairwise, a tree) happened to
+err less: torch.compile's mean over 4096 values erred 1.5e-6 against 4.7e-7 allowed without this term. The
+cap keeps lower precision visible: a bf16 GEMM whose errors average out under a mean over 4M values stays
+above the bound (red-team case order_bf16_gemm_loss; it passed with a cap of 256); past about a million
+terms such averaging hides bf16 (docs/GATE.md, known gaps).
 
 The numbers only: which comparison an output gets (this one, or grid steps for quantized outputs) and the
 checks of its metadata are gate/checks.py's.
@@ -33,7 +35,7 @@ FORMAT_U = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 
             "fp8e4m3": 2.0 ** -4, "fp8e5m2": 2.0 ** -3}
 BETA = 8.0
 MAX_FACTOR, MEAN_FACTOR = 2.0, 1.5
-ORDER_FACTOR, ORDER_CAP = 2.0, 256.0     # the summation-order term: ORDER_FACTOR * min(sqrt(K), ORDER_CAP) * u_acc
+ORDER_FACTOR, ORDER_CAP = 2.0, 32.0      # the summation-order term: ORDER_FACTOR * min(sqrt(K), ORDER_CAP) * u_acc
 ACC_U = 2.0 ** -24                       # the accumulator's roundoff at most (fp32; narrower outputs accumulate in it)
 
 

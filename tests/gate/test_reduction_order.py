@@ -51,14 +51,15 @@ def test_torch_compile_of_a_long_mean_is_accepted_and_tf32_inputs_are_not(write,
 def test_order_term_grows_with_the_reduction_and_is_capped():
     u = 2.0 ** -24
     assert correctness.order_term(u, None) == correctness.order_term(u, 1) == 0.0
-    assert correctness.order_term(u, 4096) == pytest.approx(2 * 64 * u)
-    assert correctness.order_term(u, 1 << 40) == pytest.approx(2 * 256 * u)          # capped
-    assert correctness.order_term(2.0 ** -8, 4096) == pytest.approx(2 * 64 * u)      # bf16 output: fp32 accumulator
+    assert correctness.order_term(u, 256) == pytest.approx(2 * 16 * u)
+    assert correctness.order_term(u, 4096) == pytest.approx(2 * 32 * u)              # capped at sqrt(K) = 32
+    assert correctness.order_term(u, 1 << 40) == pytest.approx(2 * 32 * u)           # capped
+    assert correctness.order_term(2.0 ** -8, 256) == pytest.approx(2 * 16 * u)       # bf16 output: fp32 accumulator
     g = torch.full((10,), 0.5, dtype=torch.float64)
     plain = correctness.derive(g, {"task dtype": g.float()}, torch.float32)
     wide = correctness.derive(g, {"task dtype": g.float()}, torch.float32, reduce_k=4096)
-    assert wide.max_abs == pytest.approx(plain.max_abs + 2 * 64 * u * 0.5)
-    assert wide.fro_rel == pytest.approx(plain.fro_rel + 2 * 64 * u)
+    assert wide.max_abs == pytest.approx(plain.max_abs + 2 * 32 * u * 0.5)
+    assert wide.fro_rel == pytest.approx(plain.fro_rel + 2 * 32 * u)
 
 
 @pytest.mark.parametrize("body, k", [
