@@ -63,7 +63,7 @@ class _RoundOperands(TorchDispatchMode):
 #: ops that sum (or average, normalize, soft-max) over many terms: their reduction length widens the tolerance
 #: (gate/correctness.order_term); the length is the input's elements per output element unless told below
 REDUCING_OPS = ("sum", "mean", "nansum", "nanmean", "var", "std", "var_mean", "std_mean", "norm", "linalg_vector_norm",
-                "logsumexp", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "nll_loss2d",
+                "logsumexp", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                 "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
                 "multilabel_margin_loss", "cosine_similarity", "trace", "avg_pool1d", "avg_pool2d", "avg_pool3d",
                 "adaptive_avg_pool1d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
@@ -88,6 +88,12 @@ def reduction_k(name: str, args: tuple, out: Any) -> int:
             return int(torch.Size(args[1]).numel())
         if name == "native_group_norm":                  # (input, weight, bias, N, C, HxW, group, eps)
             return int(args[4] // args[6] * args[5])
+        if name in ("nll_loss", "nll_loss2d", "nll_loss_forward", "nll_loss2d_forward"):   # one term per sample
+            x = args[0]
+            return int(x.numel() // x.shape[1]) if x.dim() > 1 else 1
+        if name in ("native_batch_norm", "_native_batch_norm_legit"):     # (input, ..., training, momentum, eps):
+            x = args[0]                                                # statistics per channel when training
+            return int(x.numel() // x.shape[1]) if len(args) > 5 and args[5] and x.dim() > 1 else 0
         if name in REDUCING_OPS:
             o = out[0] if isinstance(out, (tuple, list)) else out
             return int(args[0].numel() // max(o.numel(), 1))

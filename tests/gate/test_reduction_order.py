@@ -69,6 +69,8 @@ def test_order_term_grows_with_the_reduction_and_is_capped():
     ("return torch.nn.functional.mse_loss(x, torch.zeros_like(x))", 4 * 32 * 24),
     ("return x @ x.transpose(-1, -2)", 24),
     ("return torch.relu(x)", 0),
+    ("return torch.nn.functional.instance_norm(x.unsqueeze(0))", 32 * 24),  # statistics per channel
+    ("return torch.nn.functional.cross_entropy(x[0], torch.zeros(32, dtype=torch.long))", 32),  # NLL: a term per sample
 ])
 def test_the_oracle_records_the_longest_reduction(write, body, k):
     src = f"""
