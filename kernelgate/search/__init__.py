@@ -36,7 +36,8 @@ from . import evaluator as evaluator_mod
 from .evaluator import Evaluator
 from .loop import Loop, progress_line
 from .phases import Phases
-from .policy import PLAN_SHARE, Budget, Clock, OutOfBudget, Planner, SearchConfig, best, cost_kind
+from .policy import (EMIT_OVER_BASELINE, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock, OutOfBudget,
+                     Planner, SearchConfig, best, cost_kind)
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
 
@@ -159,6 +160,8 @@ class Search:
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
         self.planner.compile_build_s = self.evaluator.compile_build_s
         self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
+        self.planner.emit_over_baseline = EMIT_OVER_BASELINE_CACHED if self.evaluator.shares_compile_cache() \
+            else EMIT_OVER_BASELINE
         self.planner.pending_s = self.evaluator.baselines_building_s
 
     def evaluate(self, c: Candidate) -> Evaluation:

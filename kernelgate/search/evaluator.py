@@ -16,7 +16,7 @@ from ..gate import timing
 from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session, worker_limits
 from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
-from ..sandbox import Spares
+from ..sandbox import Spares, isolation
 from ..store import Store
 from .phases import Phases
 from .policy import Clock, Planner, SearchConfig, variant_anchor
@@ -72,6 +72,10 @@ class Evaluator:
     @property
     def baselines_pending(self) -> bool:
         return self._baselines is not None and self._baselines.pending is not None
+
+    def shares_compile_cache(self) -> bool:
+        """Whether the baselines' workers and the emitted check share the trusted compile cache (files confined)."""
+        return self.cfg.trusted_cache is not None and isolation.confines_files()
 
     def baselines_building_s(self) -> float | None:
         """Seconds the background baseline has been building (None: nothing pending; 0.0: built, unmeasured)."""
