@@ -30,14 +30,13 @@ from kernelgate.gate.judge import judge_session, prepare
 from kernelgate.records import Contract
 path, memory, target = sys.argv[1], sys.argv[2], sys.argv[3]
 T0 = time.monotonic()
-def traced(mod, name):          # each call's start and end on stderr (kept when the child is killed)
-    import functools, importlib, torch
-    m = importlib.import_module(mod)
-    f = getattr(m, name)
+def traced(owner, name, label):     # each call's start and end on stderr (kept when the child is killed)
+    import functools, torch
+    f = getattr(owner, name)
     @functools.wraps(f)
     def wrapper(*a, **k):
         t = time.monotonic()
-        print(f"[{t - T0:7.2f}s] > {mod.split('.')[-1]}.{name}", file=sys.stderr, flush=True)
+        print(f"[{t - T0:7.2f}s] > {label}", file=sys.stderr, flush=True)
         try:
             return f(*a, **k)
         finally:
@@ -45,38 +44,17 @@ def traced(mod, name):          # each call's start and end on stderr (kept when
             if torch.cuda.is_available():
                 free, total = torch.cuda.mem_get_info()
                 used = f" device used {(total - free) / 2**30:.1f} GiB, this process {torch.cuda.memory_reserved() / 2**30:.1f}"
-            print(f"[{time.monotonic() - T0:7.2f}s] < {mod.split('.')[-1]}.{name} {time.monotonic() - t:.2f}s{used}",
-                  file=sys.stderr, flush=True)
-    setattr(m, name, wrapper)
-    return wrapper
-for mod, name in [("kernelgate.gate.memory", "peak"), ("kernelgate.gate.task", "inputs_at"),
-                  ("kernelgate.gate.admission", "admit"), ("kernelgate.gate.task", "_floor"),
-                  ("kernelgate.workload", "widen"), ("kernelgate.gate.judge", "_timed_recheck")]:
-    traced(mod, name)
-import kernelgate.oracle as _o
-for name in ("run", "probe", "run_as"):
-    f = getattr(_o.Oracle, name)
-    def make(f, name):
-        def w(self, *a, **k):
-            t = time.monotonic()
-            try:
-                return f(self, *a, **k)
-            finally:
-                print(f"[{time.monotonic() - T0:7.2f}s] oracle.{name} {time.monotonic() - t:.2f}s", file=sys.stderr, flush=True)
-        return w
-    setattr(_o.Oracle, name, make(f, name))
-import kernelgate.gate.session as _s
-for name in ("call", "check_outputs", "build", "settle"):
-    f = getattr(_s.Session, name)
-    def make2(f, name):
-        def w(self, *a, **k):
-            t = time.monotonic()
-            try:
-                return f(self, *a, **k)
-            finally:
-                print(f"[{time.monotonic() - T0:7.2f}s] session.{name} {time.monotonic() - t:.2f}s", file=sys.stderr, flush=True)
-        return w
-    setattr(_s.Session, name, make2(f, name))
+            print(f"[{time.monotonic() - T0:7.2f}s] < {label} {time.monotonic() - t:.2f}s{used}", file=sys.stderr, flush=True)
+    setattr(owner, name, wrapper)
+import kernelgate.gate.admission, kernelgate.gate.judge, kernelgate.gate.memory, kernelgate.gate.session, kernelgate.gate.task
+import kernelgate.oracle
+g = kernelgate.gate
+for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor")), (g.admission, ("admit",)),
+                     (workload, ("widen",)), (g.judge, ("_timed_recheck",)),
+                     (kernelgate.oracle.Oracle, ("run", "probe", "run_as")),
+                     (g.session.Session, ("call", "check_outputs", "build", "settle"))]:
+    for name in names:
+        traced(owner, name, f"{getattr(owner, '__name__', '').split('.')[-1]}.{name}")
 spec = workload.Spec.parse(path, workload.REFERENCE_CLASS, None)
 doc, phases = {}, {}
 t0 = time.monotonic()

@@ -260,7 +260,7 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
         if kind in ("wide", "narrow"):
             y = x * (4.0 if kind == "wide" else 0.25)       # exact in binary formats (overflow to inf as in fp64)
         elif kind == "signs":
-            y = x.contiguous().clone()
+            y = x.clone(memory_format=torch.contiguous_format)
             for c in _chunks(y):
                 c.mul_(torch.where(torch.rand(c.numel(), generator=g, device=dev) < 0.5, -1.0, 1.0).to(c.dtype))
         elif kind in ("normal", "heavy"):

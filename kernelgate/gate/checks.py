@@ -89,7 +89,7 @@ class Comparator:
             allowed = self.one_step if self.one_step is not None else max(lowprec.FLOOR, 2 * own.one_fraction)
             target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
             return Expected(g, b, grid=target.cpu(), one_step=allowed)
-        reduce_k = self.reduce_ks[k] if k < len(self.reduce_ks) else 0
+        reduce_k = self.reduce_ks[k] if k < len(self.reduce_ks) else 0     # 0: not recorded (no widening)
         return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k))
 
     def expected(self, runs: Any) -> list[Expected]:

@@ -40,7 +40,7 @@ ACC_U = 2.0 ** -24                       # the accumulator's roundoff at most (f
 
 
 def order_term(u: float, reduce_k: int | None) -> float:
-    """The floor's widening for a reference whose longest reduction has `reduce_k` terms, output roundoff `u`
+    """The floor's widening for an output whose longest reduction has `reduce_k` terms, output roundoff `u`
     (module docstring); 0 without a reduction."""
     if not reduce_k or reduce_k <= 1:
         return 0.0
@@ -98,7 +98,7 @@ def error_stats(a: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float]:
 def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtype, u: float | None = None,
            reduce_k: int | None = None) -> Tolerance:
     """Tolerance for one output from the oracle `g` and the permitted reference runs `refs`; `reduce_k`: the
-    reference's longest reduction (order_term)."""
+    longest reduction on this output's path through the reference (order_term)."""
     if not out_dtype.is_floating_point:
         return Tolerance(0, 0, 0, 0, 0, 0, 0.0, True, "exact")
     u = unit_roundoff(out_dtype) if u is None else u

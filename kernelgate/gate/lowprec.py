@@ -126,7 +126,8 @@ class Derivation:
         lines.append("reduction length: none seen (no sum, norm, softmax, matmul or conv)" if not k else
                      f"reduction length K = {k} (the longest sum, norm, softmax, matmul or conv reduction): "
                      f"another honest summation order errs by about sqrt(K) accumulator roundoffs; order term "
-                     f"o = 2 * min(sqrt(K), 256) * min(u, 2^-24) = {self.order:.3g}")
+                     f"o = {correctness.ORDER_FACTOR:g} * min(sqrt(K), {correctness.ORDER_CAP:g}) * min(u, 2^-24) = "
+                     f"{self.order:.3g}")
         if self.exact:
             grid = self.output_format in _GRID
             return "\n".join(lines + [f"exact: {self.reason}; bit-identical equality required"] + grid * [
@@ -150,7 +151,7 @@ def explain(oracle: torch.Tensor, permitted_refs: dict[str, torch.Tensor], out_d
             reduction_length: int | None, factor_max: float = 2.0, factor_mean: float = 1.5,
             beta: float | None = None, formats: Mapping[str, torch.dtype] | None = None) -> Derivation:
     """Derive one output's tolerance (one trial) with correctness.derive() and record how; `reduction_length`:
-    the reference's longest reduction, as the gate uses it (correctness.order_term)."""
+    the output's longest reduction, as the gate uses it (correctness.order_term)."""
     u = _BY_DTYPE[out_dtype].u if out_dtype.is_floating_point else None   # passed in: the gate's fp8 lookup fails
     tol = correctness.derive(oracle, permitted_refs, out_dtype, u, reduce_k=reduction_length)
     beta = correctness.BETA if beta is None else beta
