@@ -139,6 +139,7 @@ class Session:
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
                       "guard": "observe" if baseline else "enforce",
+                      "library_paths": self.worker.library_paths([self.cand.path, t.ref.spec.path]),
                       "compile": compile_options is not None, "compile_options": compile_options or {}},
                      self.cfg.build_timeout, "build")
 

@@ -18,7 +18,9 @@ routes with CPython's audit hooks (PEP 578), which cannot be removed from Python
 "Candidate code" is the first frame, walking out from the operation, whose code is not the standard
 library's; it is trusted when its file lies under the trusted roots (torch, triton, kernelgate,
 site-packages: read-only to the candidate under isolation), so torch.compile, Triton and the harness
-keep working. Every refusal is recorded; the worker turns a non-empty record into an `introspection`
+keep working; so is a directory the user vouches for (`library`: KERNELGATE_LIBRARY_PATH, checked by the judge).
+Trusted code may take its caller's frame, never one beyond the nearest candidate frame (a library that hands back
+its caller's caller's locals would hand over the harness's). Every refusal is recorded; the worker turns a non-empty record into an `introspection`
 rejection. What stays open (docs/GATE.md): native code the candidate loads (a C++ extension, or
 `ctypes.memmove` on addresses, which CPython does not audit) can still write anywhere in its process.
 A signal handler, which CPython hands the frame it interrupted without an audit event, is kept from the harness
@@ -83,10 +85,13 @@ class Denied(PermissionError):
     """Raised into candidate code that asked for something the guard refuses."""
 
 
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(trusted roots, standard library roots), as absolute directory prefixes."""
+def _roots(library: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(trusted roots, standard library roots), as absolute directory prefixes. `library`: further directories
+    of library code the judge vouches for (PYTHONPATH directories the worker cannot write and that hold no
+    candidate: kernelgate/sandbox/host.py `Worker.library_paths`)."""
     import importlib.util
     trusted = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}     # the kernelgate package
+    trusted.update(os.path.abspath(p) for p in library if p and os.path.isabs(p))
     for name in ("torch", "triton"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
@@ -97,8 +102,11 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     for p in list(getattr(site, "getsitepackages", lambda: [])()) + [getattr(site, "getusersitepackages", lambda: "")()]:
         if p:
             trusted.add(os.path.abspath(p))
+    # an install location on the path by the site machinery (a .pth file, a venv's system packages); not one named
+    # in PYTHONPATH, which anyone could call site-packages (a directory the user vouches for comes as `library`)
+    spelled = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     for p in sys.path:
-        if p and _basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"):
+        if p and _basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages") and os.path.abspath(p) not in spelled:
             trusted.add(os.path.abspath(p))
     stdlib = {os.path.abspath(paths["stdlib"]), os.path.abspath(paths["platstdlib"])}
     return (tuple(sorted(r.rstrip(os.sep) + os.sep for r in trusted)),
@@ -142,9 +150,11 @@ def _names_used(modules: list[Any]) -> frozenset[str]:
 class Guard:
     """The audit hook and its record. Install once per worker, before the candidate's import."""
 
-    def __init__(self, enforce: bool = True) -> None:
+    def __init__(self, enforce: bool = True, library: tuple[str, ...] = (), candidate: str = "") -> None:
         self.enforce = enforce            # False: the same work, nothing refused (a baseline's worker)
-        self.trusted, self.stdlib = _roots()
+        self.trusted, self.stdlib = _roots(library)
+        self.candidate = os.path.realpath(candidate) if candidate else ""
+        self.pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.denied: list[str] = []
         self.preloaded = frozenset(sys.modules)
         self._namespaces: list[tuple[str, dict, int, tuple, bool]] = []
@@ -221,6 +231,34 @@ class Guard:
         real = os.path.realpath(path)
         return self._trusted_file(real) or self._library_file(real)
 
+    def _past_candidate(self, frame: Any) -> str | None:
+        """Where the nearest candidate frame is, when trusted code asked for `frame` and that frame is older than
+        it (the harness's, beyond the candidate: a library that looks up its caller's caller and hands back its
+        locals, as pydantic's parent_frame_namespace does, would hand over the harness's); None otherwise."""
+        f = _getframe(2)
+        while f is not None:
+            name = f.f_code.co_filename
+            if not (self._trusted_file(name) or self._library_file(name)):
+                g = f.f_back
+                while g is not None:
+                    if g is frame:
+                        return f"{name}:{f.f_lineno}"
+                    g = g.f_back
+                return None
+            f = f.f_back
+        return None
+
+    def _hint(self, origin: str) -> str:
+        """For code refused as the candidate's that sits in a directory on PYTHONPATH: how to vouch for it."""
+        path = origin.rsplit(":", 1)[0]
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            root = os.path.abspath(entry) if entry else ""
+            if root and root != self.pkg_parent and path.startswith(root.rstrip(os.sep) + os.sep) \
+                    and os.path.realpath(path) != self.candidate:
+                return (f"; if {root} holds library code you trust, name it in KERNELGATE_LIBRARY_PATH (a directory"
+                        " on PYTHONPATH is the candidate's otherwise)")
+        return ""
+
     def _verdict(self, event: str, args: tuple) -> str | None:
         """What the event would give candidate code, or None when it is harmless whoever asks."""
         if event in _DENY_ALWAYS:
@@ -271,11 +309,15 @@ class Guard:
         try:
             what = self._verdict(event, args)
             origin = self._origin() if what is not None else None
+            if what is not None and origin is None and event == "sys._getframe" and args:
+                origin = self._past_candidate(args[0])
+                what = "a frame beyond its own, through library code (sys._getframe)" if origin else None
+            hint = self._hint(origin) if origin is not None else ""
         finally:
             _local.busy = False
         if what is None or origin is None or not self.enforce:
             return
-        message = f"kernelgate refused candidate code {what} at {origin}"
+        message = f"kernelgate refused candidate code {what} at {origin}{hint}"
         if len(self.denied) < 32:
             self.denied.append(message)
         raise Denied(message + " (the harness shares this process; docs/GATE.md)")

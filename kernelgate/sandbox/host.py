@@ -216,6 +216,36 @@ class Worker:
             d.start()
             self.drains.append(d)
 
+    def library_paths(self, candidate_files: list[str]) -> tuple[str, ...]:
+        """The directories the user vouches for as library code (KERNELGATE_LIBRARY_PATH: packages installed with
+        `pip --target`, a vendored tree), which this worker's guard then treats as it treats site-packages. Being
+        on PYTHONPATH is not enough: whoever writes a candidate can often write next to it. Kept only while the
+        worker is confined to its own files (Landlock, measured at start), and only absolute directories whose
+        spelled and real paths agree (no `..` across a symlink), that hold none of `candidate_files`, and that
+        neither hold nor lie under a directory the worker can write. Each comes back in both spellings (a
+        symlinked entry: the path imports use, and the real one)."""
+        if not any(p.startswith("landlock abi") for p in self.protections):
+            return ()
+        writable = [os.path.realpath(d) for d in (self.workdir, self.cache) if d is not None]
+        held = {g for f in candidate_files if f for g in (os.path.abspath(f), os.path.realpath(f))}
+
+        def under(path: str, root: str) -> bool:
+            return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+        out: list[str] = []
+        for entry in os.environ.get("KERNELGATE_LIBRARY_PATH", "").split(os.pathsep):
+            if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
+                continue
+            spelled, real = os.path.normpath(entry), os.path.realpath(entry)
+            if os.path.realpath(spelled) != real:           # normalising crossed a symlink: two different places
+                continue
+            forms = (spelled, real)
+            if any(under(f, r) for f in held for r in forms) or any(
+                    under(w, real) or under(real, w) for w in writable):
+                continue
+            out += forms
+        return tuple(dict.fromkeys(out))
+
     def _output_limit_hit(self) -> None:
         self.over_limit = True
         self.kill()

@@ -104,7 +104,7 @@ class Harness:
             # a candidate's worker refuses and reports; a baseline's (the user's own reference) runs the same
             # per-call checks unenforced, so every row of a measurement pays the same harness cost
             self.enforce = msg["guard"] != "observe"
-            self.guard = Guard(enforce=self.enforce)
+            self.guard = Guard(enforce=self.enforce, library=tuple(msg.get("library_paths", ())), candidate=msg["path"])
             self.guard.install()
             self.guard.watch(*_harness_namespaces(), (torch._C._len_torch_function_stack,
                                                        torch._C._len_torch_dispatch_stack))

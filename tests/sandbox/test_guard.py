@@ -99,7 +99,8 @@ def test_library_code_and_honest_candidate_code_pass(tmp_path):
             setattr(M, "extra", 1)                       # the candidate's own class
             return f"OK {y.shape[0]} {len(sig.parameters)} {libm.cos(0.0)}"
     """, "print(cand_mod.attempt()); print('RECORDED', len(g.denied))\n"
-         "import kernelgate.sandbox.sensors as w\nprint('TRUSTED', type((lambda: (lambda: w._creator())())()).__name__)")
+         "import threading, kernelgate.sandbox.sensors as w\nt = threading.Thread(target=lambda: None)\nt.start()\n"
+         "t.join()\nprint('TRUSTED', type(w._THREAD_ORIGIN.get(t)).__name__)")   # the thread sensor's own frame walk
     assert "OK 4 2 1.0" in out and "RECORDED 0" in out and "TRUSTED str" in out, out
 
 
