@@ -181,6 +181,8 @@ def _check_timing(t: TimingConfig) -> None:
                               Reason.USAGE)
     if t.warmup_ms < 0:
         raise KernelgateError(f"warm-up must not be negative, got {t.warmup_ms:g} ms", Reason.USAGE)
+    if t.lead_in < 0:
+        raise KernelgateError(f"lead-in steps must not be negative, got {t.lead_in}", Reason.USAGE)
 
 
 def _check_out(out_dir: Path, resume: bool, force: bool) -> None:

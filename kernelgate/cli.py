@@ -84,6 +84,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
     b.add_argument("--iters", type=int, default=10, help="timed iterations per round (default 10)")
     b.add_argument("--warmup-ms", type=float, default=300.0)
+    b.add_argument("--lead-in", type=int, default=1,
+                   help="untimed steps opening every timed batch (default 1)")
     b.add_argument("--baselines", default="eager,compile", help="comma list of eager,compile")
     _contract_args(b)
     _common(b)
@@ -195,7 +197,7 @@ def format_verdict(v: Verdict) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    tcfg = TimingConfig(warmup_ms=args.warmup_ms, rounds=args.rounds, iters=args.iters)
+    tcfg = TimingConfig(warmup_ms=args.warmup_ms, rounds=args.rounds, iters=args.iters, lead_in=args.lead_in)
     progress = None if args.json else (lambda m: print(f"  {m}", file=sys.stderr))
     res = api.bench(args.ref, args.cands, target=args.target, contract=_contract(args), inputs=args.inputs,
                     config=gate_config(call_timeout=args.call_timeout), timing=tcfg,

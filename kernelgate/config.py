@@ -55,6 +55,7 @@ class TimingConfig:
     pool: int = 4                    # distinct input sets rotated through
     min_total_ms: float = 0.0        # extend rounds until each implementation has this much sampled time
     batch_s: float = 0.0             # >0: a batch's iterations cut to take about this long (at least 3)
+    lead_in: int = 1                 # untimed steps opening every batch (the first after a worker thaws is slow)
 
 
 def gate_config(**overrides) -> GateConfig:

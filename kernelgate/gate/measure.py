@@ -82,6 +82,9 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         for k, s in live.items():
             (s.resume if k == label else s.pause)()
 
+    # every batch opens with `lead` untimed steps, alike for every row: on the H200 the first step after a worker
+    # thaws took up to twice the rest (attention: 5.2-6.3 ms against 3.1), a fifth of the samples of 5-step batches
+    lead = max(0, tcfg.lead_in)
     per_iter: dict[str, float] = {}     # seconds per iteration on the judge's clock, by label (batch_iters)
     for label, s in list(live.items()):
         try:
@@ -107,16 +110,17 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         for label in order[k:] + order[:k]:          # rotate who goes first
             s = live[host if label == HARNESS else label]
             n = batch_iters(tcfg, per_iter.get(label, per_iter.get(host)))     # the harness: its host's first
-            tag, plan = plans.new(n)
+            tag, plan = plans.new(lead + n)
             try:
                 alone(host if label == HARNESS else label)
                 if task.lean:
                     s.send_pool(pool, scalable)
                 b = s.time_batch(tag, plan, null=label == HARNESS)
-                walls[label] += b.walls_ms
-                if b.walls_ms:
-                    per_iter[label] = sum(b.walls_ms) / len(b.walls_ms) / 1e3
-                inproc[label] += b.samples_ms
+                kept = b.walls_ms[lead:]
+                walls[label] += kept
+                if kept:
+                    per_iter[label] = sum(kept) / len(kept) / 1e3
+                inproc[label] += b.samples_ms[lead:]
                 if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
                     s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
                     if not task.device.startswith("cuda"):
@@ -124,8 +128,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                 if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
                     if task.lean and not s.pooled:
                         s.send_pool(pool, scalable)
-                    own[label] += s.time_batch(*plans.new(batch_iters(tcfg, per_iter.get(label))),
-                                               null=True).walls_ms
+                    own[label] += s.time_batch(*plans.new(lead + batch_iters(tcfg, per_iter.get(label))),
+                                               null=True).walls_ms[lead:]
                 if task.lean:
                     s.release()
             except Rejected as r:

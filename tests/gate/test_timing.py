@@ -130,3 +130,49 @@ class ModelNew(torch.nn.Module):
     assert rows["cand"].verdict.accepted, rows["cand"].verdict.message
     assert len(rows["cand"].timing.samples_ms) == 2 * MIN_BATCH
     assert len(rows["eager"].timing.samples_ms) == 2 * MIN_BATCH
+
+
+def test_every_batch_opens_with_untimed_lead_in_steps(write, tmp_path, monkeypatch):
+    """The first step of every batch (slow on the H200, after the worker thaws) is never a sample with the
+    default lead-in, and is one in every batch of every row without it: here each batch's first wall is made
+    500 ms on the judge's side."""
+    from kernelgate import api
+    from kernelgate.config import TimingConfig, gate_config
+    from kernelgate.gate import session as session_mod
+    real = session_mod.Session.time_batch
+
+    def slow_first(self, tag, plan, null=False):
+        b = real(self, tag, plan, null)
+        b.walls_ms[0] = 500.0
+        return b
+    monkeypatch.setattr(session_mod.Session, "time_batch", slow_first)
+    ref = write("ref.py", """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(64)]
+def get_init_inputs():
+    return []
+""")
+    cand = write("cand.py", """
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x + x
+""")
+
+    def rows(lead):
+        res = api.bench(ref, [cand], config=gate_config(), baselines=("eager",),
+                        timing=TimingConfig(warmup_ms=5, rounds=3, iters=4, lead_in=lead),
+                        store=str(tmp_path / f"s{lead}.sqlite"))
+        got = {r.label: r for r in res.rows}
+        assert got["cand"].verdict.accepted, got["cand"].verdict.message
+        return {k: r.timing.samples_ms for k, r in got.items()}
+
+    with_lead, without = rows(1), rows(0)
+    for label in ("eager", "cand"):
+        assert len(with_lead[label]) == len(without[label]) == 12
+        assert max(with_lead[label]) < 400, with_lead[label]
+        assert sum(s > 400 for s in without[label]) == 3, without[label]
