@@ -7,7 +7,7 @@ import torch
 
 from ..oracle import Oracle, Runs, bit_equal
 from ..records import Check
-from . import checks
+from . import checks, correctness
 
 
 def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
@@ -22,7 +22,7 @@ def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
 
 def output_means(runs: Runs) -> list[float]:
     """The mean of each oracle output of one trial (NaN/Inf counted as 0)."""
-    return [float(g.double().nan_to_num().mean()) if g.numel() else 0.0 for g in runs.oracle]
+    return [correctness.mean_nonfinite_as_zero(g) for g in runs.oracle]
 
 
 def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None):
@@ -68,8 +68,7 @@ def admit(oracle: Oracle, trials: Iterable[tuple[list[Any], Runs]]) -> Check:
             passes[name] = passes.get(name, True) and ok
             del outs
         if first_scale is None:
-            g = runs.oracle[0].double()
-            first_scale = float(g[torch.isfinite(g)].abs().max()) if g.numel() and torch.isfinite(g).any() else 0.0
+            first_scale = correctness.finite_abs_stats(runs.oracle[0], comparator.compute)[0]
         means = output_means(runs)
         del xs, runs
     # a "mutant" identical to the reference on every trial changes nothing (e.g. a bf16 run of a model that

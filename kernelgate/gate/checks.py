@@ -45,6 +45,7 @@ class Expected:
     tol: correctness.Tolerance | None = None
     grid: torch.Tensor | None = None             # the oracle, or B where the oracle is steps away from B's grid
     one_step: float = 0.0                        # allowed share of one-step differences on the grid
+    compute: str | None = None                   # where comparisons run when not where g is (lean plan: the GPU)
 
     def check(self, c: torch.Tensor, label: str, nonfinite_inputs: bool = False) -> Check:
         """Candidate output `c` against the oracle, on the oracle's device. `nonfinite_inputs`: the trial put
@@ -59,7 +60,7 @@ class Expected:
             return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
         if nonfinite_inputs:
             c = correctness.unjudged_where_nonfinite(c, self.g)
-        return correctness.compare(c.to(self.g.device), self.g, b, self.tol, label)
+        return correctness.compare(c.to(self.g.device), self.g, b, self.tol, label, self.compute)
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,13 @@ class Comparator:
     quantized: bool = False                      # the reference rounds floats onto an integer grid
     one_step: float | None = None                # the contract's allowed one-step share, if declared
     reduce_ks: tuple[int, ...] = ()              # each output's longest reduction (correctness.order_term)
+    compute: str | None = None                   # the oracle's compute device where it keeps data elsewhere
 
     @classmethod
     def of(cls, oracle: Any) -> "Comparator":
-        return cls(quantizing(oracle.ops), oracle.contract.one_step, tuple(getattr(oracle, "reduce_ks", ()) or ()))
+        home, device = getattr(oracle, "home", None), getattr(oracle, "device", None)
+        return cls(quantizing(oracle.ops), oracle.contract.one_step, tuple(getattr(oracle, "reduce_ks", ()) or ()),
+                   device if home is not None and device != home else None)
 
     def on_grid(self, g: torch.Tensor, b: torch.Tensor) -> bool:
         return b.dtype in lowprec.FP8 or (self.quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
@@ -90,7 +94,8 @@ class Comparator:
             target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference
             return Expected(g, b, grid=target.cpu(), one_step=allowed)
         reduce_k = self.reduce_ks[k] if k < len(self.reduce_ks) else 0     # 0: not recorded (no widening)
-        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k))
+        return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k, compute=self.compute),
+                        compute=self.compute)
 
     def expected(self, runs: Any) -> list[Expected]:
         """Every output of one run of the oracle (oracle.Runs)."""

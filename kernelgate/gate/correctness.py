@@ -76,45 +76,102 @@ class Tolerance:
                 f"mean <= {self.mean_abs:.3g} (reference error from {self.source}, u={self.u:.3g})")
 
 
+#: elements per step of the comparisons over large outputs: each step converts its slice to fp64 and reduces it,
+#: so no full-size fp64 copy or temporary is made (6 GiB of fp32 outputs on the host took 27-47 s a trial to
+#: compare through full-size temporaries; the same work chunked reads each input once)
+CHUNK = 1 << 18                  # on the host: a slice's fp64 temporaries (2 MiB each) stay in the caches
+CHUNK_DEVICE = 1 << 24           # on a GPU: fewer launches and synchronisations per slice
+
+
+def _slices(*ts: torch.Tensor, device: str | None = None):
+    """The tensors flattened and cut into aligned slices (views where the tensors are contiguous), each moved to
+    `device` when given (the lean memory plan keeps outputs on the host and computes on the GPU)."""
+    flat = [t.reshape(-1) for t in ts]
+    n = flat[0].numel()
+    where = device or str(flat[0].device)
+    step = CHUNK if where == "cpu" else CHUNK_DEVICE
+    for i in range(0, n, step):
+        yield tuple(f[i:i + step] if device is None else f[i:i + step].to(device) for f in flat)
+
+
+def finite_abs_stats(g: torch.Tensor, compute: str | None = None) -> tuple[float, float]:
+    """(max, mean) of |g| over its finite elements, (0, 0) without any; chunked, on `compute` when given."""
+    mx, total, count = 0.0, 0.0, 0
+    for (part,) in _slices(g, device=compute):
+        a = part.abs()
+        s = float(a.sum(dtype=torch.float64))
+        if not math.isfinite(s):
+            a = a[torch.isfinite(a)]
+            s = float(a.sum(dtype=torch.float64))
+        if a.numel():
+            mx = max(mx, float(a.max()))
+            total += s
+            count += a.numel()
+    return mx, (total / count if count else 0.0)
+
+
+def mean_nonfinite_as_zero(g: torch.Tensor) -> float:
+    """The mean of g with NaN/Inf counted as 0; chunked."""
+    if not g.numel():
+        return 0.0
+    return sum(float(p.to(torch.float64).nan_to_num(0.0, 0.0, 0.0).sum()) for (p,) in _slices(g)) / g.numel()
+
+
 def _all_finite(t: torch.Tensor) -> bool:
     """One reduction instead of a mask: a sum is finite iff every element is (or it overflowed: then the
     caller takes the exact, slower path)."""
     return t.numel() == 0 or math.isfinite(float(t.sum(dtype=torch.float64)))
 
 
-def error_stats(a: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float]:
-    """(max, mean, ||a-g||/||g||) over positions where both are finite."""
-    a64, g64 = a.to(torch.float64), g.to(torch.float64)
-    d = (a64 - g64).abs()
-    if not _all_finite(d):                   # non-finite where either side is
-        fin = torch.isfinite(d)
-        if not bool(fin.any()):
-            return 0.0, 0.0, 0.0
-        d, g64 = d[fin], g64[fin]
-    gn = float(torch.linalg.vector_norm(g64))
-    return float(d.max()), float(d.mean()), float(torch.linalg.vector_norm(d)) / gn if gn > 0 else 0.0
+def error_stats(a: torch.Tensor, g: torch.Tensor, compute: str | None = None) -> tuple[float, float, float]:
+    """(max, mean, ||a-g||/||g||) over positions where both are finite; chunked (CHUNK), on `compute` when given."""
+    if a.numel() <= (CHUNK if a.device.type == "cpu" else CHUNK_DEVICE) and compute is None:
+        a64, g64 = a.to(torch.float64), g.to(torch.float64)
+        d = (a64 - g64).abs()
+        if not _all_finite(d):                   # non-finite where either side is
+            fin = torch.isfinite(d)
+            if not bool(fin.any()):
+                return 0.0, 0.0, 0.0
+            d, g64 = d[fin], g64[fin]
+        gn = float(torch.linalg.vector_norm(g64))
+        return float(d.max()), float(d.mean()), float(torch.linalg.vector_norm(d)) / gn if gn > 0 else 0.0
+    mx, total, sq, gsq, count = 0.0, 0.0, 0.0, 0.0, 0
+    for ap, gp in _slices(a, g, device=compute):
+        g64 = gp.to(torch.float64)
+        d = ap.to(torch.float64).sub_(g64).abs_()
+        part = float(d.sum())                    # finite iff every element is (or it overflowed: the exact path)
+        if not math.isfinite(part):
+            fin = torch.isfinite(d)
+            d, g64 = d[fin], g64[fin]
+            part = float(d.sum())
+        if d.numel():
+            mx = max(mx, float(d.max()))
+            total += part
+            sq += float(torch.linalg.vector_norm(d)) ** 2
+            gsq += float(torch.linalg.vector_norm(g64)) ** 2
+            count += d.numel()
+    if not count:
+        return 0.0, 0.0, 0.0
+    return mx, total / count, math.sqrt(sq) / math.sqrt(gsq) if gsq > 0 else 0.0
 
 
 def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtype, u: float | None = None,
-           reduce_k: int | None = None) -> Tolerance:
+           reduce_k: int | None = None, compute: str | None = None) -> Tolerance:
     """Tolerance for one output from the oracle `g` and the permitted reference runs `refs`; `reduce_k`: the
-    longest reduction on this output's path through the reference (order_term)."""
+    longest reduction on this output's path through the reference (order_term); `compute`: where the
+    statistics are computed, slice by slice, when not where the tensors are."""
     if not out_dtype.is_floating_point:
         return Tolerance(0, 0, 0, 0, 0, 0, 0.0, True, "exact")
     u = unit_roundoff(out_dtype) if u is None else u
     worst = ("", 0.0, 0.0, 0.0)
     for name, b in refs.items():
-        mx, mean, fro = error_stats(b, g)
+        mx, mean, fro = error_stats(b, g, compute)
         if mx >= worst[1]:
             worst = (name, mx, max(mean, worst[2]), max(fro, worst[3]))
         else:
             worst = (worst[0], worst[1], max(mean, worst[2]), max(fro, worst[3]))
     name, mx, mean, fro = worst
-    g64 = g.to(torch.float64).abs()
-    if not _all_finite(g64):
-        g64 = g64[torch.isfinite(g64)]
-    scale_max = float(g64.max()) if g64.numel() else 0.0
-    scale_mean = float(g64.mean()) if g64.numel() else 0.0
+    scale_max, scale_mean = finite_abs_stats(g, compute)
     floor = BETA * u + order_term(u, reduce_k)
     return Tolerance(
         max_abs=MAX_FACTOR * mx + floor * scale_max,
@@ -123,16 +180,17 @@ def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtyp
         ref_max=mx, ref_mean=mean, ref_fro=fro, u=u, exact=False, source=name or "task dtype")
 
 
-def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, label: str) -> Check:
-    """One output of one trial: positions of non-finite values, then errors against the tolerance."""
+def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, label: str,
+            compute: str | None = None) -> Check:
+    """One output of one trial: positions of non-finite values, then errors against the tolerance; `compute`:
+    where the work is done, slice by slice, when not where the tensors are."""
     if tol.exact:
         same = torch.equal(c, b.to(c.dtype)) if c.dtype == b.dtype else False
         return Check(label, same, "bit-identical" if same else "integer/bool output differs from the reference",)
-    c64, g64, b64 = c.to(torch.float64), g.to(torch.float64), b.to(torch.float64)
-    bad = _nonfinite_mismatch(c64, g64, b64)
+    bad = _nonfinite_mismatch(c, g, b, compute)
     if bad:
         return Check(label, False, bad)
-    mx, mean, fro = error_stats(c64, g64)
+    mx, mean, fro = error_stats(c, g, compute)
     detail = f"max err {mx:.3g} (allowed {tol.max_abs:.3g}), mean {mean:.3g} (allowed {tol.mean_abs:.3g})"
     if mx > tol.max_abs or mean > tol.mean_abs or fro > tol.fro_rel or not math.isfinite(mx):
         worst = "max" if mx > tol.max_abs else "mean" if mean > tol.mean_abs else "relative Frobenius"
@@ -140,21 +198,30 @@ def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, l
     return Check(label, True, detail)
 
 
-def _nonfinite_mismatch(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> str:
+def _nonfinite_mismatch(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, compute: str | None = None) -> str:
     """Where G is non-finite, C must match it exactly; where G is finite, C must be finite
-    unless the task-dtype reference itself overflowed there (then C may match B)."""
-    if _all_finite(c) and _all_finite(g):
-        return ""
-    missing = (torch.isnan(g) & ~torch.isnan(c)) | (torch.isinf(g) & ~(torch.isinf(c) & (torch.sign(c) == torch.sign(g))))
-    if bool(missing.any()):
-        return f"{int(missing.sum())} NaN/Inf values of the oracle not reproduced"
-    extra = ~torch.isfinite(c) & torch.isfinite(g)
-    if bool(extra.any()):
-        tolerated = extra & ~torch.isfinite(b) & ((torch.isnan(c) & torch.isnan(b)) | (c == b))
-        n = int((extra & ~tolerated).sum())
-        if n:
-            return f"{n} NaN/Inf values where the oracle is finite"
+    unless the task-dtype reference itself overflowed there (then C may match B). Chunked (CHUNK)."""
+    missing = extra = 0
+    for cp, gp, bp in _slices(c, g, b, device=compute):
+        if _all_finite(cp) and _all_finite(gp):          # summed in fp64 without a converted copy
+            continue
+        m, e = _nonfinite_counts(cp.to(torch.float64), gp.to(torch.float64), bp.to(torch.float64))
+        missing, extra = missing + m, extra + e
+    if missing:
+        return f"{missing} NaN/Inf values of the oracle not reproduced"
+    if extra:
+        return f"{extra} NaN/Inf values where the oracle is finite"
     return ""
+
+
+def _nonfinite_counts(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
+    """(oracle NaN/Inf not reproduced, NaN/Inf where the oracle is finite and B is not the same) of one slice."""
+    if _all_finite(c) and _all_finite(g):
+        return 0, 0
+    missing = (torch.isnan(g) & ~torch.isnan(c)) | (torch.isinf(g) & ~(torch.isinf(c) & (torch.sign(c) == torch.sign(g))))
+    extra = ~torch.isfinite(c) & torch.isfinite(g)
+    tolerated = extra & ~torch.isfinite(b) & ((torch.isnan(c) & torch.isnan(b)) | (c == b))
+    return int(missing.sum()), int((extra & ~tolerated).sum())
 
 
 #: in the name of the trial whose inputs hold NaN/Inf (gate/trials.py), judged by `unjudged_where_nonfinite`

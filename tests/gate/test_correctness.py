@@ -120,3 +120,39 @@ class ModelNew(nn.Module):
     column_major = cand.replace("return y[..., :x.shape[-1]]", "return y[..., :x.shape[-1]].transpose(1, 2).contiguous().transpose(1, 2)")
     v = _verify_layout(write, tmp_path, CAUSAL, column_major)
     assert v.status.value == "rejected" and v.reason.value == "stride", v.message
+
+
+def test_chunked_comparison_matches_the_whole_tensor_one(monkeypatch):
+    """Large outputs are compared a slice at a time (correctness.CHUNK), with no full-size fp64 temporaries, on
+    another device when asked (`compute`, the lean plan's GPU; here the host itself):
+    the same statistics and the same verdicts as the whole-tensor computation, NaN/Inf included."""
+    import torch
+    from kernelgate.gate import correctness as cm
+    g = torch.Generator().manual_seed(3)
+    oracle = torch.randn(50, 997, generator=g, dtype=torch.float64)
+    task = oracle.float()
+    cand = (oracle + 1e-7 * torch.randn(50, 997, generator=g, dtype=torch.float64)).float()
+    odd = cand.clone()
+    odd[3, 5], odd[40, 0] = float("nan"), float("inf")
+    specials = oracle.clone()
+    specials[7, 7], specials[9, 1] = float("nan"), float("-inf")
+    cases = [(cand, oracle, task), (odd, oracle, task), (cand, specials, task),
+             (torch.where(specials.isfinite(), cand.double(), specials).float(), specials, task),
+             (cand.t().contiguous().t(), oracle, task)]
+    whole = []
+    for c, o, b in cases:
+        tol = cm.derive(o, {"task dtype": b}, torch.float32)
+        whole.append((cm.error_stats(c, o), cm.finite_abs_stats(o), cm.mean_nonfinite_as_zero(o),
+                      cm.compare(c, o, b, tol, "x").ok, cm.compare(c, o, b, tol, "x").detail, tol.max_abs))
+    monkeypatch.setattr(cm, "CHUNK", 1000)
+    monkeypatch.setattr(cm, "CHUNK_DEVICE", 1000)
+    for (c, o, b), w in zip(cases, whole):
+        tol = cm.derive(o, {"task dtype": b}, torch.float32)
+        got = (cm.error_stats(c, o), cm.finite_abs_stats(o), cm.mean_nonfinite_as_zero(o),
+               cm.compare(c, o, b, tol, "x").ok, cm.compare(c, o, b, tol, "x").detail, tol.max_abs)
+        assert got[3] == w[3] and got[4].split(":")[0] == w[4].split(":")[0]
+        assert cm.compare(c, o, b, tol, "x", compute="cpu").ok == w[3]
+        assert cm.error_stats(c, o, compute="cpu") == pytest.approx(got[0], rel=1e-12)
+        for x, y in zip([*got[0], *got[1], got[2], got[5]], [*w[0], *w[1], w[2], w[5]]):
+            assert x == pytest.approx(y, rel=1e-9, abs=1e-300), (got, w)
+    assert not whole[1][3] and "NaN/Inf" in whole[1][4]
