@@ -19,7 +19,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..records import Check
-from ..oracle import reduction_k
 from . import correctness
 
 
@@ -122,7 +121,7 @@ class Derivation:
         for (kind, fmt), names in groups.items():
             shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
             lines.append(f"  {kind} {fmt} (u = {_u_text(FORMATS[fmt].u)}, max {FORMATS[fmt].max:.6g}): {shown}")
-        k, u = self.reduction_length, self.u
+        k = self.reduction_length
         lines.append("reduction length: none seen (no sum, norm, softmax, matmul or conv)" if not k else
                      f"reduction length K = {k} (the longest sum, norm, softmax, matmul or conv reduction): "
                      f"another honest summation order errs by about sqrt(K) accumulator roundoffs; order term "
@@ -202,16 +201,6 @@ def formats_of(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, torch
     return out
 
 
-# ------------------------------------------------------------------ reduction lengths
-
-def _k_of(name: str, a: tuple) -> int:
-    """Reduction length of one matmul/conv/attention call, 0 for other ops (oracle.reduction_k)."""
-    if name in ("mm", "bmm", "_int_mm", "_scaled_mm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "addbmm",
-                "convolution", "_convolution") or name.startswith("_scaled_dot_product"):
-        return reduction_k(name, a, None)
-    return 0
-
-
 class _Rewrite(TorchDispatchMode):
     """Run every op through `fn(name, func, args, kwargs)`; NotImplemented means run the op unchanged."""
 
@@ -228,13 +217,6 @@ def _run(fn: Callable, inputs: Sequence[Any], rewrite: Callable = lambda *a: Not
     """Call fn(*inputs) without autograd, with its ops rewritten."""
     with torch.no_grad(), _Rewrite(rewrite):
         return fn(*inputs)
-
-
-def reduction_lengths(model: Callable, inputs: Sequence[Any]) -> int | None:
-    """Largest reduction length K over the matmuls/convs/attention the model runs on `inputs`, None if none."""
-    seen = [0]
-    _run(model, inputs, lambda name, f, a, k: seen.append(_k_of(name, a)) or NotImplemented)
-    return max(seen) or None
 
 
 # ------------------------------------------------------------------ steps on a quantization grid

@@ -128,15 +128,6 @@ def test_to_text_names_formats_reduction_length_error_and_factor():
     assert {"role": "output", "format": "bf16", "u": 2.0 ** -8} in data["formats"]
 
 
-def test_reduction_lengths():
-    assert lowprec.reduction_lengths(torch.nn.Conv2d(3, 8, 3), [torch.randn(1, 3, 8, 8)]) == 27
-    assert lowprec.reduction_lengths(torch.nn.Linear(40, 5), [torch.randn(2, 40)]) == 40
-    q = torch.randn(1, 2, 16, 8)
-    assert lowprec.reduction_lengths(F.scaled_dot_product_attention, [q, q, q]) == 16
-    assert lowprec.reduction_lengths(torch.relu, [q]) is None
-    oracle, xs, _ = _load("bf16_attention")
-    assert lowprec.reduction_lengths(oracle.model, xs) == 128       # p @ v over the sequence
-
 
 # ------------------------------------------------------------------ steps on a quantization grid
 
