@@ -1,4 +1,6 @@
 import random
+
+import pytest
 import torch
 
 from kernelgate.gate import timing
@@ -98,6 +100,7 @@ def test_batch_iters_cut_slow_calls_to_the_batch_time():
     assert batch_iters(TimingConfig(iters=10), 5.0) == 10   # batch_s off: fixed batches
 
 
+@pytest.mark.slow          # starts workers
 def test_bench_batches_of_a_slow_call_are_cut(write, tmp_path):
     """End to end: a forward of about 0.1 s, batch_s 0.25: every row gets MIN_BATCH iterations per round, not
     iters, and each candidate's own harness batch as well."""
@@ -132,6 +135,7 @@ class ModelNew(torch.nn.Module):
     assert len(rows["eager"].timing.samples_ms) == 2 * MIN_BATCH
 
 
+@pytest.mark.slow          # starts workers
 def test_every_batch_opens_with_untimed_lead_in_steps(write, tmp_path, monkeypatch):
     """The first step of every batch (slow on the H200, after the worker thaws) is never a sample with the
     default lead-in, and is one in every batch of every row without it: here each batch's first wall is made

@@ -221,6 +221,7 @@ def test_a_process_that_keeps_forking_is_killed_with_the_worker(write):
     assert _in_session(w.pid) == []
 
 
+@pytest.mark.slow          # starts workers
 def test_a_worker_imports_the_judges_own_kernelgate(tmp_path):
     """The worker's PYTHONPATH starts with the directory that holds the judge's kernelgate package (not the package
     itself): another copy on the path (an install, a checkout of another version) cannot answer for the worker."""

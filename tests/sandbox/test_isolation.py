@@ -430,6 +430,7 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow          # starts workers
 @needs_linux
 def test_the_trusted_compile_cache_is_shared_by_trusted_workers_and_closed_to_candidates(tmp_path):
     """A worker given the trusted cache (a baseline's) compiles into it; a candidate's worker is never given it

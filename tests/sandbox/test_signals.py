@@ -187,6 +187,7 @@ print(json.dumps(got))
 '''
 
 
+@pytest.mark.slow          # starts workers
 @needs_seccomp
 def test_the_lockdown_filter_refuses_setting_a_signal_action(tmp_path):
     """The lockdown's filter, installed on the main thread of a plain interpreter: signal.signal fails with
