@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import builtins
 import gc
-import operator
 import os
 import site
 import sys
@@ -49,12 +48,11 @@ import threading
 from types import FunctionType
 from typing import Any, Callable
 
+from . import audit
+
 # bound now, before any candidate code: replacing them later changes nothing here
-_getframe = sys._getframe
-_is = operator.is_
 _settrace = sys.settrace
 _basename = os.path.basename
-_local = threading.local()
 _BUILTIN_NAMES = frozenset(vars(builtins))
 #: names the harness uses only before any candidate code runs, which libraries replace when loaded lazily
 #: (torch._dynamo wraps torch.manual_seed on import)
@@ -77,6 +75,12 @@ _DENY_ALWAYS = {
     "ctypes.wstring_at": "memory by address (ctypes.wstring_at)",
     "ctypes.dlsym/handle": "a symbol by raw handle (ctypes)",
 }
+#: operations that reach past the thread that asks: refused on every thread but the harness's once it is sealed,
+#: whoever asks (code there runs for the candidate, and library code can be steered by rebinding its globals)
+_GLOBAL_REACH = frozenset({"sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+                           "sys.monitoring.register_callback", "sys.addaudithook", "gc.get_objects",
+                           "gc.get_referrers", "gc.get_referents", "ctypes.cdata", "ctypes.string_at",
+                           "ctypes.wstring_at", "ctypes.dlsym/handle"})
 _SYSTEM_LIBS = ("libc.so", "libc-", "libpython", "ld-linux", "libdl.so", "libpthread")
 _PROTECTED = ("torch", "triton", "kernelgate", "builtins")
 
@@ -113,18 +117,6 @@ def _roots(library: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, .
             tuple(sorted(r.rstrip(os.sep) + os.sep for r in stdlib)))
 
 
-def _same_text(source: Any, filename: str) -> bool:
-    """The source is that file's own text."""
-    try:
-        with open(filename, "rb") as f:
-            real = f.read()
-    except OSError:
-        return False
-    if isinstance(source, str):
-        source = source.encode()
-    return isinstance(source, (bytes, bytearray, memoryview)) and bytes(source) == real
-
-
 def _names_used(modules: list[Any]) -> frozenset[str]:
     """Every name the code of these modules' functions and classes looks up (co_names, recursively)."""
     names: set[str] = set()
@@ -155,182 +147,92 @@ class Guard:
         self.trusted, self.stdlib = _roots(library)
         self.candidate = os.path.realpath(candidate) if candidate else ""
         self.pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.pythonpath = tuple(os.path.abspath(e) for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e)
         self.denied: list[str] = []
         self.preloaded = frozenset(sys.modules)
         self._namespaces: list[tuple[str, dict, int, tuple, bool]] = []
         self._modes: tuple[Callable[[], int], ...] = ()
         self._intruder: str | None = None
-        # code libraries generated before the candidate's import (Triton's launch binder of the digest kernel,
-        # dataclass methods: source with no file of its own), by identity; the objects are kept so ids stay valid
-        self._generated: dict[int, Any] = {}
-
-    # ------------------------------------------------------------ who asked
-    def _trusted_file(self, filename: str) -> bool:
-        return filename.startswith(self.trusted)
-
-    def _library_file(self, filename: str) -> bool:
-        return filename.startswith(self.stdlib) or filename.startswith("<frozen ")
-
-    def _is_generated(self, code: Any) -> bool:
-        """Whether `code` is one of the code objects generated before the candidate's import (install)."""
-        return self._generated.get(id(code)) is code
-
-    def _origin(self) -> str | None:
-        """The file of the first frame outside the standard library, walking out from the audited
-        operation (skipping this module's own frames); None when it is trusted code."""
-        f = _getframe(2)
-        while f is not None:
-            name = f.f_code.co_filename
-            if self._trusted_file(name):
-                return None
-            if not self._library_file(name):
-                return f"{name}:{f.f_lineno}"
-            f = f.f_back
-        return "<no caller outside the standard library>"
-
-    # ------------------------------------------------------------ the hook
-    def _claims_trusted(self, filename: Any) -> bool:
-        """The name passes for a library's file, as written (the prefix test the origin check makes) or once
-        normalised (`kernelgate/../../tmp/x.py` is both a trusted prefix and a file elsewhere)."""
-        try:
-            name = os.fsdecode(filename)
-        except TypeError:
-            return False
-        return (self._trusted_file(name) or self._library_file(name)
-                or self._trusted_file(os.path.abspath(name)) or self._library_file(os.path.abspath(name)))
-
-    def _genuine(self, source: Any, filename: Any) -> bool:
-        """Source compiled under a library's file name is that file's own text, and the name is the file's
-        plain absolute path (an import compiling a module that has no bytecode cache)."""
-        name = os.fsdecode(filename)
-        if name != os.path.normpath(name) or not os.path.isabs(name):
-            return False
-        if not (self._trusted_file(name) or self._library_file(name)):
-            return False
-        return _same_text(source, name)
-
-    def _import_path(self) -> str | None:
-        """The file the import system is loading, when the audited event comes from it (a loader's
-        get_code or exec_module frame on the stack), else None."""
-        f = _getframe(1)
-        while f is not None:
-            code = f.f_code
-            if code.co_filename.startswith("<frozen importlib._bootstrap") and code.co_name in ("get_code", "exec_module"):
-                loader = f.f_locals.get("self")
-                path = getattr(loader, "path", None)
-                return path if isinstance(path, str) else None
-            f = f.f_back
-        return None
-
-    def _loaded_from_library(self, code: Any) -> bool:
-        """A code object that claims a library's file may run only when the import system loaded it from a
-        file under the trusted roots (read-only to the candidate)."""
-        path = self._import_path()
-        if path is None:
-            return False
-        real = os.path.realpath(path)
-        return self._trusted_file(real) or self._library_file(real)
-
-    def _past_candidate(self, frame: Any) -> str | None:
-        """Where the nearest candidate frame is, when trusted code asked for `frame` and that frame is older than
-        it (the harness's, beyond the candidate: a library that looks up its caller's caller and hands back its
-        locals, as pydantic's parent_frame_namespace does, would hand over the harness's); None otherwise."""
-        f = _getframe(2)
-        while f is not None:
-            name = f.f_code.co_filename
-            if not (self._trusted_file(name) or self._library_file(name)):
-                g = f.f_back
-                while g is not None:
-                    if g is frame:
-                        return f"{name}:{f.f_lineno}"
-                    g = g.f_back
-                return None
-            f = f.f_back
-        return None
+        self._hook: audit.Hook | None = None
+        self._generated: frozenset[int] = frozenset()
+        self._keep: tuple[Any, ...] = ()
+        self._tracer: Callable | None = None
+        self._fatal = audit.make_fatal()
+        self._integrity: Callable[[], str | None] = audit.make_integrity((), ())
 
     def _hint(self, origin: str) -> str:
-        """For code refused as the candidate's that sits in a directory on PYTHONPATH: how to vouch for it."""
+        """For code refused as the candidate's that sits in a directory on PYTHONPATH: how to vouch for it (words
+        for the message only: the decision is taken before this runs)."""
         path = origin.rsplit(":", 1)[0]
-        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-            root = os.path.abspath(entry) if entry else ""
-            if root and root != self.pkg_parent and path.startswith(root.rstrip(os.sep) + os.sep) \
-                    and os.path.realpath(path) != self.candidate:
+        for root in self.pythonpath:
+            if root != self.pkg_parent and path.startswith(root.rstrip(os.sep) + os.sep) and path != self.candidate:
                 return (f"; if {root} holds library code you trust, name it in KERNELGATE_LIBRARY_PATH (a directory"
                         " on PYTHONPATH is the candidate's otherwise)")
         return ""
 
-    def _verdict(self, event: str, args: tuple) -> str | None:
-        """What the event would give candidate code, or None when it is harmless whoever asks."""
-        if event in _DENY_ALWAYS:
-            return _DENY_ALWAYS[event]
-        if event == "object.__getattr__":
-            return f"frames through .{args[1]}" if len(args) > 1 and args[1] in _FRAME_ATTRS else None
-        if event in ("object.__setattr__", "object.__delattr__"):
-            obj = args[0]
-            if len(args) > 2 and args[1] == "__code__" and self._is_generated(args[2]):
-                return "a function given a library's generated code (it may run in the harness's window)"
-            if isinstance(obj, type) or callable(obj):
-                mod = getattr(obj, "__module__", None) or ""
-                if isinstance(mod, str) and (mod in self.preloaded or mod.split(".")[0] in _PROTECTED):
-                    what = "set" if event == "object.__setattr__" else "deleted"
-                    return f"{what} {getattr(obj, '__qualname__', type(obj).__name__)}.{args[1]} (code the harness runs on)"
-            return None
-        if event == "ctypes.dlopen":
-            return "the interpreter's own symbols (ctypes.CDLL(None))" if args and args[0] is None else None
-        if event == "ctypes.dlsym":
-            lib = getattr(args[0], "_name", "") if args else ""
-            if lib is None or (isinstance(lib, str) and _basename(lib).startswith(_SYSTEM_LIBS)):
-                return f"the interpreter's or the C library's symbol {args[1] if len(args) > 1 else '?'} (ctypes)"
-            return None
-        if event == "compile":
-            if len(args) > 1 and self._claims_trusted(args[1]) and not self._genuine(args[0], args[1]):
-                return f"code compiled as {args[1]!r} (a library's file)"
-            return None
-        if event == "function.__new__" and args and self._is_generated(args[0]):
-            return "a function made from a library's generated code (it may run in the harness's window)"
-        if event in ("exec", "function.__new__"):
-            code = args[0] if args else None
-            fn = getattr(code, "co_filename", None)
-            if fn is not None and self._claims_trusted(fn) and not self._loaded_from_library(code):
-                return f"a code object claiming {fn!r} run ({event})"
-            return None
-        if event in ("marshal.loads", "marshal.load"):
-            return None if self._import_path() is not None else "code objects from bytes (marshal)"
-        if event == "code.__new__":
-            return f"a code object claiming {args[1]!r}" if len(args) > 1 and self._claims_trusted(args[1]) else None
-        return None
-
-    def hook(self, event: str, args: tuple) -> None:
-        if getattr(_local, "busy", False):
-            return
-        if not (event in _DENY_ALWAYS or event.startswith(("object.", "ctypes.", "compile", "code.", "exec", "function.", "marshal."))):
-            return
-        _local.busy = True
-        try:
-            what = self._verdict(event, args)
-            origin = self._origin() if what is not None else None
-            if what is not None and origin is None and event == "sys._getframe" and args:
-                origin = self._past_candidate(args[0])
-                what = "a frame beyond its own, through library code (sys._getframe)" if origin else None
-            hint = self._hint(origin) if origin is not None else ""
-        finally:
-            _local.busy = False
-        if what is None or origin is None or not self.enforce:
-            return
-        message = f"kernelgate refused candidate code {what} at {origin}{hint}"
-        if len(self.denied) < 32:
-            self.denied.append(message)
-        raise Denied(message + " (the harness shares this process; docs/GATE.md)")
-
     def install(self) -> None:
-        # functions generated before this point (the harness's own Triton launch binders, built when the worker
-        # primes its digest kernel) were made before any candidate code existed in this process
+        """Add the audit hook (audit.make: its state frozen now). Functions generated before this point (the
+        harness's own Triton launch binders, built when the worker primes its digest kernel; dataclass methods)
+        were made before any candidate code existed in this process: they may run on the harness's thread."""
+        keep = []
         for o in gc.get_objects():
             if type(o) is FunctionType:
                 code = o.__code__
-                if code.co_filename.startswith("<") and not self._library_file(code.co_filename):
-                    self._generated[id(code)] = code
-        sys.addaudithook(self.hook)
+                if code.co_filename.startswith("<") and not code.co_filename.startswith(self.stdlib + ("<frozen ",)):
+                    keep.append(code)
+        self._keep = tuple(keep)
+        self._generated = frozenset(id(c) for c in keep)
+        import ctypes
+        self._hook = audit.make(
+            trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,
+            generated=self._generated, deny=dict(_DENY_ALWAYS), global_reach=_GLOBAL_REACH, frame_attrs=_FRAME_ATTRS,
+            system_libs=_SYSTEM_LIBS, dll_types=(ctypes.CDLL, ctypes.PyDLL), hint=self._hint, enforce=self.enforce,
+            denied=self.denied, fatal=self._fatal, denied_type=Denied)
+        sys.addaudithook(self._hook.hook)
+
+    def seal(self) -> None:
+        """From now on this thread is the harness's (kernelgate/sandbox/worker.py): no frame, gc or tracing event
+        may happen on it but the harness's own (`own`), a refusal anywhere ends the worker instead of raising
+        into candidate code (which could catch it and go on), the operations that reach past a thread are refused
+        on every other thread whoever asks, and candidate code run on this thread ends the worker (`watch_thread`)."""
+        assert self._hook is not None
+        if self.enforce:
+            self._hook.seal(threading.get_ident())
+        self.watch_thread()
+
+    def own(self, event: str, fn: Callable, *args: Any) -> Any:
+        """fn(*args) with its one audit event `event` exempted (the harness's own sys._current_frames)."""
+        assert self._hook is not None
+        return self._hook.own(event, fn, *args)
+
+    def watch_thread(self) -> None:
+        """(Re)arm the trace function on this thread for good: candidate code called here ends the worker when
+        enforcing, and is noted otherwise (a baseline's worker pays the same cost)."""
+        if self._tracer is None:
+            report = self._fatal if self.enforce else self._note
+            self._tracer = audit.make_tracer(self.trusted, self.stdlib, self._generated, report)
+        if sys.gettrace() is not self._tracer:
+            self._settrace(self._tracer)
+
+    def _settrace(self, fn: Any) -> None:
+        if self._hook is not None:
+            self._hook.own("sys.settrace", _settrace, fn)
+        else:
+            _settrace(fn)
+
+    def _note(self, message: str) -> None:
+        if self._intruder is None:
+            self._intruder = message
+
+    def window_open(self) -> None:
+        """From here to `window_close`, no candidate code may run on this thread (noted, not fatal: tests)."""
+        self._intruder = None
+        self._settrace(audit.make_tracer(self.trusted, self.stdlib, self._generated, self._note))
+
+    def window_close(self) -> str | None:
+        self._settrace(None)
+        who, self._intruder = self._intruder, None
+        return who
 
     # ------------------------------------------------------------ after every call
     def watch(self, spaces: list[Any], code: list[Any], modes: tuple[Callable[[], int], ...]) -> None:
@@ -353,34 +255,11 @@ class Guard:
                 keys = used & set(d)
             keys -= _UNWATCHED.get(name, set())
             keys = tuple(sorted(keys))
-            self._namespaces.append((name, d, keys, list(map(d.get, keys))))
+            self._namespaces.append((name, d, keys, tuple(map(d.get, keys))))
         self._modes = modes
+        self._integrity = audit.make_integrity(tuple(self._namespaces), tuple(modes))
 
     def integrity(self) -> str | None:
-        """None when nothing the harness runs on was replaced; else one line saying what was."""
-        for name, d, keys, values in self._namespaces:
-            if not all(map(_is, map(d.get, keys), values)):
-                changed = next(k for k, v in zip(keys, values) if d.get(k) is not v)
-                return f"candidate code changed {name}.{changed} (the harness's code looks it up there)"
-        for count in self._modes:
-            if count():
-                return "forward returned with a torch function or dispatch mode still active"
-        return None
-
-    def _tracer(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and self._intruder is None:
-            code = frame.f_code
-            name = code.co_filename
-            if not (self._trusted_file(name) or self._library_file(name) or self._is_generated(code)):
-                self._intruder = f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
-        return None
-
-    def window_open(self) -> None:
-        """From here to `window_close`, the harness works on an output: no candidate code may run."""
-        self._intruder = None
-        _settrace(self._tracer)
-
-    def window_close(self) -> str | None:
-        _settrace(None)
-        who, self._intruder = self._intruder, None
-        return None if who is None else f"candidate code ran inside the harness's checks of an output: {who}"
+        """None when nothing the harness runs on was replaced; else one line saying what was (audit.make_integrity:
+        bound when `watch` ran, so rebinding what it would look up changes nothing)."""
+        return self._integrity()

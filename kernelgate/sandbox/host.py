@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ipc, isolation
+from .audit import EXIT_INTRUSION
 from ..errors import KernelgateError
 from ..records import Reason
 
@@ -504,6 +505,9 @@ class Worker:
             return WorkerFailure(Reason.CRASH, f"worker died during {op}: {hint} ({sig})", tail)
         if rc == 0:
             return WorkerFailure(Reason.EXIT, f"worker exited during {op} (exit code 0)", tail)
+        if rc == EXIT_INTRUSION:     # the worker's guard ended it (kernelgate/sandbox/audit.py); its line is the last
+            last = tail.splitlines()[-1] if tail else "the worker's guard ended it"
+            return WorkerFailure(Reason.INTROSPECTION, f"{last} (during {op})", tail)
         last = tail.splitlines()[-1] if tail else ""
         if "MemoryError" in tail or "out of memory" in tail.lower():
             return WorkerFailure(Reason.CRASH, f"worker ran out of memory during {op}: {last}", tail)

@@ -11,19 +11,21 @@ import json  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
 import sys  # noqa: E402
+import gc  # noqa: E402
 import traceback  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
 from pathlib import Path  # noqa: E402
+from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
 from ..digest import digests  # noqa: E402
-from ..errors import KernelgateError  # noqa: E402
-from ..workload import CANDIDATE_CLASS, import_file  # noqa: E402
-from . import ipc, loop  # noqa: E402
+from ..workload import CANDIDATE_CLASS  # noqa: E402
+from . import audit, ipc, jobs, loop, runner  # noqa: E402
 from .guard import Guard  # noqa: E402
-from .sensors import (_CANDIDATE_MODULE, _same_bits, _storages, _tensors, candidate_threads,  # noqa: E402
+from .runner import CandidateFailure  # noqa: E402
+from .sensors import (_same_bits, _storages, _tensors, candidate_threads,  # noqa: E402
                       describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
@@ -52,26 +54,44 @@ class Harness:
         self.out_bulk: ipc.Bulk | None = None
         self.guard: Guard | None = None             # installed before the import (enforced for candidates)
         self.enforce = False                        # a baseline's worker runs the same checks, for the same cost
+        self.fatal = audit.make_fatal()
+        # every call of candidate code goes to the runner thread (kernelgate/sandbox/runner.py), started at prime
+        self.call: Any = None
+        self.arm: Any = None
 
     # ------------------------------------------------------------ environment checks
     def observations(self) -> dict[str, Any]:
-        flags = numerics_flags()
+        flags = self.numerics()
         timers = timer_ids()
         mods = []
         if self.ref_path:
             base = os.path.basename(self.ref_path)
             for m in list(sys.modules.values()):
-                f = getattr(m, "__file__", None)
-                if isinstance(f, str) and os.path.basename(f) == base and os.path.realpath(f) == self.ref_path:
-                    mods.append(m.__name__)
+                if type(m) is not ModuleType:          # anything else's attributes could run candidate code here
+                    continue
+                f, name = vars(m).get("__file__"), vars(m).get("__name__")
+                if (type(f) is str and type(name) is str and os.path.basename(f) == base
+                        and os.path.realpath(f) == self.ref_path):
+                    mods.append(name)
         return {
-            "flags_changed": {k: [self.flags0[k], v] for k, v in flags.items() if self.flags0[k] != v},
+            "flags_changed": {k: [self.flags0.get(k), v] for k, v in flags.items() if self.flags0.get(k) != v},
             "timers_changed": sorted(k for k, v in timers.items() if self.timers0.get(k) != v),
             "py_threads": [self.threads0, candidate_threads()],
             "py_thread_names": describe_candidate_threads(),
             "torch_threads": torch_threads(),
             "loaded_reference": mods,
         }
+
+    def numerics(self) -> dict[str, Any]:
+        """The numerics flags as the candidate's code sees them: read on the runner thread (torch's thread count
+        is per thread), plain values only."""
+        if self.call is None:
+            return numerics_flags()
+        flags = self.call(numerics_flags)
+        plain = (bool, int, str)
+        if type(flags) is not dict or not all(type(k) is str and type(v) in plain for k, v in flags.items()):
+            return {"unreadable": "flags"}
+        return dict(flags)
 
     def sync(self) -> None:
         if self.device.startswith("cuda"):
@@ -85,6 +105,14 @@ class Harness:
         """Start what torch starts on first use (the CUDA context, the intra-op thread pool) before any
         candidate code, so the judge can count this process's threads from before the candidate's import."""
         self.device = msg["device"]
+        # no automatic collection: it would run wherever memory is allocated, the candidate's finalizers with it;
+        # the runner collects between jobs instead (`collect`)
+        gc.disable()
+        if self.call is None:
+            self.call, self.arm = runner.start(_stack_bytes(), self.fatal)
+            self.call(jobs.prime, (self.device,))
+            self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
+            self.flags0 = self.numerics()
         if self.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(self.device).index or 0)
             digests([torch.ones(1 << 16, device=self.device)])   # builds the digest kernel before lockdown
@@ -97,7 +125,7 @@ class Harness:
         if not getattr(self, "primed", False):
             self.op_prime(msg)
         self.ref_path = msg.get("ref_path", "")
-        self.flags0 = numerics_flags()
+        self.flags0 = self.numerics()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         if msg.get("guard") and self.guard is None:
@@ -108,31 +136,20 @@ class Harness:
             self.guard.install()
             self.guard.watch(*_harness_namespaces(), (torch._C._len_torch_function_stack,
                                                        torch._C._len_torch_dispatch_stack))
-        try:
-            module = import_file(msg["path"], name=_CANDIDATE_MODULE)
-        except KernelgateError as e:
-            return {"error": "build_error", "message": str(e)}
-        cls_name = msg.get("cls") or CANDIDATE_CLASS
-        cls = getattr(module, cls_name, None)
-        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-            return {"error": "build_error", "message": f"{Path(msg['path']).name} defines no nn.Module class '{cls_name}'"}
-        torch.manual_seed(msg.get("seed", 0))
-        try:
-            model = cls(*msg.get("init_inputs", []))
-        except Exception as e:  # noqa: BLE001
-            return {"error": "build_error", "message": f"constructing {cls_name} failed: {type(e).__name__}: {e}"}
-        try:
-            model.load_state_dict(msg["state"], strict=True)
-        except Exception as e:  # noqa: BLE001
-            return {"error": "build_error", "message": f"load_state_dict(strict=True) failed: {_first_line(e)}"}
-        model = model.eval().to(self.device)
-        if msg.get("compile"):
-            model = torch.compile(model, **msg.get("compile_options", {}))
-        self.model = model
+            self.arm(self.guard.own, self.guard.integrity, self.enforce)
+            self.guard.seal()           # this thread is the harness's from here on (kernelgate/sandbox/guard.py)
+        self.model = self.call(jobs.construct, (msg["path"], msg.get("cls") or CANDIDATE_CLASS,
+                                                msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),
+                                                self.device, bool(msg.get("compile")), msg.get("compile_options", {})))
+        self.collect()
         tampered = self._tampered()
         if tampered:
             return tampered
         return {"ok": True, "observations": self.observations()}
+
+    def collect(self, generation: int = 2) -> None:
+        """A garbage collection on the runner thread (finalizers of the candidate's objects run there)."""
+        self.call(gc.collect, (generation,))
 
     def _tampered(self, *tensors: Any) -> dict | None:
         """The error reply when candidate code replaced what the harness runs on (kernelgate/sandbox/guard.py), or
@@ -147,21 +164,9 @@ class Harness:
                     break
         return {"error": "introspection", "message": why} if why and self.enforce else None
 
-    def _open(self) -> None:
-        if self.guard is not None:
-            self.guard.window_open()
-
-    def _close(self) -> dict | None:
-        why = self.guard.window_close() if self.guard is not None else None
-        return {"error": "introspection", "message": why} if why and self.enforce else None
-
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
-        target = getattr(self.model, "_orig_mod", self.model)
-        try:
-            target.load_state_dict({k: v.to(self.device) for k, v in msg["state"].items()}, strict=True)
-        except Exception as e:  # noqa: BLE001
-            return {"error": "build_error", "message": f"load_state_dict(strict=True) failed: {_first_line(e)}"}
+        self.call(jobs.load, (self.model, msg["state"], self.device))
         return {"ok": True}
 
     def poison(self, nbytes: int) -> None:
@@ -185,21 +190,20 @@ class Harness:
         snapshot = [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
-        with torch.no_grad():
-            out = self.model(*xs)
+        out = self.call(self.model, xs)
         self.sync()
-        self._open()
         tampered = self._tampered(xs, out)
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
             desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
         changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None
                    and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
-        intruded = self._close()
-        if tampered or intruded:
-            return tampered or intruded
+        if tampered:
+            return tampered
         if "error" in desc:
             return desc
+        if lean:
+            self.collect(1)
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
@@ -232,29 +236,26 @@ class Harness:
         outputs, the allocator's cache) while another implementation is timed; the judge sends the pool again."""
         self.pool, self.batch, self.rms = [], [], []
         self.slots.clear()
+        self.collect()
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
         return {"ok": True}
 
     def _make(self, j: int, s: float, seed: int) -> list[Any]:
         """Fresh inputs written into the buffers the correctness trials used (the slot comes with the plan)."""
-        self._open()
         slot = loop.slot(seed)
         bufs = [self.slots.get((i, slot)) for i in range(len(self.pool[j]))]
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
             if isinstance(x, torch.Tensor) and x is not bufs[i]:
                 self.slots[(i, slot)] = x
-        intruded = self._close()
-        if intruded:
-            raise _Refused(intruded)
         return xs
 
     def op_warmup(self, msg: dict) -> dict:
-        try:
-            n = self._warm_up(self.model, self._make, msg["plan"], self.device, msg["warmup_ms"], msg["warmup_min"])
-        except _Refused as r:
-            return r.desc
+        call, model = self.call, self.model
+        n = self._warm_up(lambda *xs: call(model, xs), self._make, msg["plan"], self.device, msg["warmup_ms"],
+                          msg["warmup_min"])
+        self.collect(1)
         return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
 
     def op_time(self, msg: dict) -> dict:
@@ -265,10 +266,14 @@ class Harness:
         judge's clock. The judge picks which ones to re-check only after the batch."""
         assert self.model is not None
         self.batch = []
-        model = self.model
+        target = self.model
         if msg.get("null"):                       # the harness's own cost: a stand-in output, no model
             null = [torch.empty(shape, dtype=getattr(torch, dt), device=self.device) for shape, dt in msg["null"]]
-            model = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
+            target = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
+        call = self.call
+
+        def model(*xs: Any) -> Any:               # the call itself runs on the runner thread, stand-in included
+            return call(target, xs)
         conn = self.conn
 
         def steps():
@@ -277,15 +282,13 @@ class Harness:
                 yield j, s, seed
 
         def after(index: int, xs: list[Any], out: Any, sample: float) -> None:
-            self._open()
             tampered = self._tampered(xs, out)
             desc = self._describe(out, self._storages(xs), self.device)
             outs = desc.get("tensors", [])
             reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
                                 "m": {"single": desc.get("single"), "meta": desc.get("meta")}}).encode()
-            intruded = self._close()
-            if tampered or intruded:
-                raise _Refused(tampered or intruded)
+            if tampered:
+                raise _Refused(tampered)
             if "error" in desc:
                 raise _Refused(desc)
             conn.send_bytes(b"I" + reply)
@@ -296,6 +299,7 @@ class Harness:
             self._loop(model, self._make, steps(), self.device, msg.get("flush_bytes", 0), after)
         except _Refused as r:
             return r.desc
+        self.collect(1)
         return {"ok": True, "observations": self.observations()}
 
     def op_fetch(self, msg: dict) -> dict:
@@ -309,26 +313,13 @@ class Harness:
         that ends after a device sync; returns the chrome trace's events (plain dicts, whitelisted args) and,
         with `artifacts`, the compiled kernels (.ptx/.ttgir/.cubin/.json) in this process's private caches.
         Parsed by the judge (kernelgate/profiling/launches.py, kernelgate/profiling/fingerprint.py)."""
-        import json
-        import tempfile
-        from torch.profiler import ProfilerActivity, profile, record_function
         assert self.model is not None
         xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.startswith("cuda") else [])
-        with torch.no_grad():
-            for _ in range(int(msg.get("warmup", 2))):
-                self.model(*xs)
-            self.sync()
-            with profile(activities=activities) as prof:
-                for i in range(int(msg.get("iters", 5))):
-                    with record_function(f"{msg['marker']}.{i}"):
-                        self.model(*xs)
-                        self.sync()
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                trace = json.load(f)
+        text = self.call(jobs.profile, (self.model, xs, self.device, int(msg.get("warmup", 2)),
+                                        int(msg.get("iters", 5)), str(msg["marker"])))
+        if type(text) is not str:
+            return {"error": "crash", "message": "the profile came back as something other than text"}
+        trace = json.loads(text)
         cats, keys, cap = set(msg["categories"]), tuple(msg["args"]), int(msg.get("max_events", 200_000))
         events = [{"name": str(e.get("name", ""))[:1000], "cat": str(e["cat"]).lower(), "ts": e.get("ts"),
                    "dur": e.get("dur"), "tid": e.get("tid"),
@@ -375,13 +366,13 @@ class Harness:
                 reply = getattr(self, f"op_{op}")(msg)
                 if not isinstance(reply, dict):
                     reply = {"error": "crash", "message": "malformed reply"}
-            except SystemExit as e:
-                reply = {"error": "exit", "message": f"candidate called sys.exit({e.code})"}
+            except CandidateFailure as f:        # raised by candidate code on the runner, described there
+                reply = f.reply
             except torch.cuda.OutOfMemoryError as e:
                 reply = {"error": "crash", "message": f"out of memory: {_first_line(e)}"}
             except Exception as e:  # noqa: BLE001 - every failure becomes a reply
-                reply = {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}",
-                         "traceback": traceback.format_exc()[-4000:]}
+                # no traceback: its frames are this thread's, and the harness's thread asks for none
+                reply = {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}"}
             if self.guard is not None and self.enforce and self.guard.denied:
                 # candidate code asked for the interpreter's machinery (refused, kernelgate/sandbox/guard.py): whether
                 # or not it went on without it, the verdict says so
@@ -458,8 +449,9 @@ def _serve(fd: int, regions_fd: int | None, mask: Any) -> None:
         harness.serve()
         conn.close()
         code = 0
-    except BaseException:  # noqa: BLE001 - the worker ends either way; the judge reads the tail of stderr
-        traceback.print_exc()
+    except BaseException as e:  # noqa: BLE001 - the worker ends either way; the judge reads the tail of stderr
+        # the exception alone: its traceback's frames are this thread's, which asks for none once sealed
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
     finally:
         try:
             sys.stdout.flush()

@@ -1,0 +1,86 @@
+"""The harness's jobs that run on the runner thread (kernelgate/sandbox/runner.py): everything that calls the
+candidate's code besides the forward itself (its import and construction, loading weights, the profile).
+
+Their frames sit on the runner's stack under the candidate's, so their locals hold only what the candidate may
+see anyway (its module, its model, the inputs and weights the judge sends); never the harness. Failures are
+raised as runner.BuildFailure and turned into error replies there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+from ..workload import import_file
+from .runner import BuildFailure, _first_line
+from .sensors import _CANDIDATE_MODULE
+
+
+def prime(device: str) -> None:
+    """The runner thread's own start: its Python thread record (so torch asking for the current thread later
+    adds none) and, on CUDA, its current device."""
+    threading.current_thread()
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device).index or 0)
+    torch.ones(4, device=device).sum().item()
+    (torch.ones(1 << 20) + 1).sum().item()      # the intra-op pool this thread's parallel regions use
+
+
+def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: int, device: str,
+              compile: bool, compile_options: dict) -> torch.nn.Module:
+    """Import the candidate's file, construct its class, load the reference's weights (strict), move it to the
+    device in eval mode, and compile it when asked."""
+    module = import_file(path, name=_CANDIDATE_MODULE)
+    cls = getattr(module, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise BuildFailure(f"{Path(path).name} defines no nn.Module class '{cls_name}'")
+    torch.manual_seed(seed)
+    try:
+        model = cls(*init_inputs)
+    except Exception as e:  # noqa: BLE001
+        raise BuildFailure(f"constructing {cls_name} failed: {type(e).__name__}: {e}") from None
+    try:
+        model.load_state_dict(state, strict=True)
+    except Exception as e:  # noqa: BLE001
+        raise BuildFailure(f"load_state_dict(strict=True) failed: {_first_line(e)}") from None
+    model = model.eval().to(device)
+    if compile:
+        model = torch.compile(model, **compile_options)
+    return model
+
+
+def load(model: torch.nn.Module, state: dict, device: str) -> None:
+    target = getattr(model, "_orig_mod", model)
+    try:
+        target.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
+    except Exception as e:  # noqa: BLE001
+        raise BuildFailure(f"load_state_dict(strict=True) failed: {_first_line(e)}") from None
+
+
+def profile(model: torch.nn.Module, xs: list, device: str, warmup: int, iters: int, marker: str) -> str:
+    """Warm-up forwards, then `iters` forwards under torch.profiler, each in a `marker.<i>` record_function that
+    ends after a device sync; the chrome trace as JSON text (the harness parses it: plain values only)."""
+    from torch.profiler import ProfilerActivity, profile as _profile, record_function
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with torch.no_grad():
+        for _ in range(warmup):
+            model(*xs)
+        sync()
+        with _profile(activities=activities) as prof:
+            for i in range(iters):
+                with record_function(f"{marker}.{i}"):
+                    model(*xs)
+                    sync()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            text = f.read()
+    json.loads(text)               # a trace that does not parse fails here, on this thread
+    return text

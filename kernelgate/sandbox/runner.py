@@ -1,0 +1,183 @@
+"""The runner thread: where every line of candidate code in the worker runs, on a stack that holds nothing.
+
+Python hands frames to whoever asks for them through library code that walks `f_back` itself (torch's JIT
+resolution callbacks, pytest's traceback entries: no audit event sees the walk), and from a frame on the
+harness's stack its locals lead to the harness. So the harness (kernelgate/sandbox/worker.py) never calls
+candidate code: it hands each call (the import and construction, every forward, the profile) to this thread as a
+job, waits, and reads the result. The thread's stack under the candidate's frames is `_run` and `_execute`,
+whose locals are the job box (the function, its arguments, the result) and two locks; nothing there leads back.
+
+What candidate code can do to the box or the locks (they are on its stack) buys it nothing: the harness takes
+a call as finished only when the thread is parked again in `_run`'s wait for the next job (read from the
+interpreter's own view of the thread's stack, `sys._current_frames`, not from anything the thread could
+write), so work cannot go on past the harness's clock; a release of the `done` lock by anyone else is seen
+(the lock is open when the thread parks) and ends the worker. Right after each job, before the harness reads
+the result, the guard's integrity check runs (kernelgate/sandbox/guard.py: nothing the harness looks up was
+rebound during the job) and gc is switched off again (a collection on the harness's thread would run the
+candidate's finalizers there).
+
+Everything the harness side uses is bound when the runner is made (closure cells of the function it gets,
+which nothing else references, or default arguments): candidate code can rebind module and class attributes
+without an audit event.
+"""
+from __future__ import annotations
+
+import _thread
+import dis
+import gc
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from ..errors import KernelgateError
+
+# the job box, a list (its item access cannot be redefined): [function, arguments, grad enabled, result, error]
+_FN, _ARGS, _GRAD, _RESULT, _ERROR = range(5)
+
+
+class CandidateFailure(Exception):
+    """A job ended in an exception of the candidate's (or its build's): carries the worker's error reply."""
+
+    def __init__(self, reply: dict):
+        super().__init__(reply.get("message", ""))
+        self.reply = reply
+
+
+class BuildFailure(Exception):
+    """Raised on the runner by the harness's own job functions: a build error with its message."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:500] if text else type(e).__name__
+
+
+def _failure(e: BaseException) -> dict:
+    """The error reply for an exception raised by a job, made on the runner thread (describing it can run the
+    candidate's code: its __str__, its class's attributes), of plain str values only."""
+    try:
+        if isinstance(e, BuildFailure):
+            return {"error": "build_error", "message": "".join(str(a) for a in e.args)[:2000]}
+        if isinstance(e, KernelgateError):
+            return {"error": "build_error", "message": f"{e}"[:2000]}
+        if isinstance(e, SystemExit):
+            return {"error": "exit", "message": f"candidate called sys.exit({e.code})"}
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            return {"error": "crash", "message": f"out of memory: {_first_line(e)}"}
+        return {"error": "crash", "message": f"{type(e).__name__}: {_first_line(e)}",
+                "traceback": traceback.format_exc()[-4000:]}
+    except BaseException:  # noqa: BLE001 - an exception that cannot be described is still a failure
+        return {"error": "crash", "message": "the candidate raised an exception that could not be described"}
+
+
+def _execute(box: list, _set_grad=torch._C._set_grad_enabled, _failure=_failure) -> None:
+    fn, args = box[_FN], box[_ARGS]
+    box[_FN] = box[_ARGS] = None
+    try:
+        _set_grad(bool(box[_GRAD]))
+        box[_RESULT] = fn(*args)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a reply
+        box[_RESULT] = None
+        box[_ERROR] = _failure(e)
+
+
+def _run(box: list, job: Any, done: Any, _execute=_execute) -> None:
+    """The runner thread's whole life: wait for a job, run it, say so. Parked at `job.acquire()` between jobs."""
+    while True:
+        job.acquire()
+        _execute(box)
+        done.release()
+
+
+def _parked_offset() -> int:
+    """The bytecode offset at which `_run` waits for a job (the call of `job.acquire`)."""
+    seen = False
+    for ins in dis.get_instructions(_run):
+        if ins.argval == "acquire":
+            seen = True
+        elif seen and ins.opname == "CALL":
+            return ins.offset
+    raise RuntimeError("runner: no wait found in _run")
+
+
+def _plain_reply(error: Any) -> dict:
+    """The error reply, rebuilt from exact str values only (the harness then encodes it)."""
+    out = {"error": "crash", "message": "a job failed with an unreadable error"}
+    if type(error) is dict:
+        for key in ("error", "message", "traceback"):
+            v = error.get(key)
+            if type(v) is str:
+                out[key] = v
+    return out
+
+
+def _plain_call(event: str, fn: Callable, *args: Any) -> Any:
+    return fn(*args)
+
+
+def _nothing() -> None:
+    return None
+
+
+def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[..., Any], Callable[..., None]]:
+    """Start the runner thread (at the worker's prime, before any candidate code exists and before the judge
+    counts the process's threads) and return (call, arm).
+
+    `call(fn, args, grad=False)` runs fn(*args) there and returns its result, or raises CandidateFailure with the
+    error reply. `arm(own, integrity, enforce)`, once, when the guard is installed: `own` is the guard's exemption
+    for the harness's own sys._current_frames (kernelgate/sandbox/audit.py), `integrity` its check after each job;
+    enforcing, a failed check or a lock released by someone else ends the worker through `fatal`."""
+    box: list = [None, (), False, None, None]
+    job, done = _thread.allocate_lock(), _thread.allocate_lock()
+    job.acquire()
+    done.acquire()
+    previous = _thread.stack_size(stack_bytes)
+    try:
+        ident = _thread.start_new_thread(_run, (box, job, done))
+    finally:
+        _thread.stack_size(previous)
+    guard: list = [_plain_call, _nothing, False]          # own, integrity, enforce (set once by `arm`)
+    parked_at = _parked_offset()
+    run_code = _run.__code__
+
+    def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _at=parked_at) -> bool:
+        f = _guard[0]("sys._current_frames", _frames).get(_ident)
+        return f is not None and f.f_code is _code and f.f_back is None and f.f_lasti == _at
+
+    def wait_parked(_idle=idle, _sleep=time.sleep) -> None:
+        while not _idle():
+            _sleep(0.0002)
+
+    wait_parked()           # parked once before any candidate code: the offset is the real one
+
+    def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard) -> None:
+        _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
+
+    def call(fn: Any, args: Any = (), grad: bool = False, _box=box, _job=job, _done=done, _idle=idle,
+             _wait=wait_parked, _guard=guard, _fatal=fatal, _isenabled=gc.isenabled, _disable=gc.disable,
+             _tuple=tuple, _type=type, _Failure=CandidateFailure, _plain=_plain_reply) -> Any:
+        if not _idle():
+            _fatal("kernelgate ended the worker: the runner thread was busy before a call (candidate code "
+                   "kept running after its call ended)")
+        _box[0], _box[1], _box[2], _box[3], _box[4] = fn, (args if _type(args) is _tuple else _tuple(args)), grad, None, None
+        _job.release()
+        _done.acquire()
+        _wait()                         # the job is over only when the thread is parked again
+        if not _done.locked():
+            _fatal("kernelgate ended the worker: the end of a call was signalled twice (candidate code released "
+                   "the runner's lock)")
+        if _isenabled():
+            _disable()
+        why = _guard[1]()
+        if why and _guard[2]:
+            _fatal("kernelgate ended the worker: " + why)
+        result, error = _box[3], _box[4]
+        _box[3] = _box[4] = None
+        if error is not None:
+            raise _Failure(_plain(error))
+        return result
+
+    return call, arm
