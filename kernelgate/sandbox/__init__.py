@@ -9,4 +9,5 @@ ipc.py       messages and shared-memory regions between judge and worker
 
 The worker imports nothing of the gate.
 """
-from .host import Spares, Worker, WorkerFailure, scrubbed_env  # noqa: F401
+from .host import Worker, WorkerFailure, scrubbed_env  # noqa: F401
+from .spares import Spares  # noqa: F401

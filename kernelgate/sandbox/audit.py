@@ -466,6 +466,13 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
         raise _Denied(message + " (the harness shares this process; docs/GATE.md)")
 
     def hook(event: str, args: tuple) -> None:
+        if event == "sys.unraisablehook":
+            # an exception nobody could raise (a finalizer's, a weakref callback's): the hook gets a traceback built
+            # from the thread's current frame, with no other event; on the harness's thread that frame is its own
+            if sealed[0] and _get_ident() == sealed[0]:
+                _fatal("kernelgate ended the worker: an exception of a finalizer or callback went to "
+                       "sys.unraisablehook on the harness's thread (candidate objects must not die there)")
+            return
         if not (event in _deny or event.startswith("object.") or event.startswith("ctypes.")
                 or event.startswith("compile") or event.startswith("code.") or event.startswith("exec")
                 or event.startswith("function.") or event.startswith("marshal.")):

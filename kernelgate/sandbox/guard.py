@@ -78,7 +78,7 @@ _DENY_ALWAYS = {
 #: operations that reach past the thread that asks: refused on every thread but the harness's once it is sealed,
 #: whoever asks (code there runs for the candidate, and library code can be steered by rebinding its globals)
 _GLOBAL_REACH = frozenset({"sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
-                           "sys.monitoring.register_callback", "sys.addaudithook", "gc.get_objects",
+                           "sys.monitoring.register_callback", "gc.get_objects",
                            "gc.get_referrers", "gc.get_referents", "ctypes.cdata", "ctypes.string_at",
                            "ctypes.wstring_at", "ctypes.dlsym/handle"})
 _SYSTEM_LIBS = ("libc.so", "libc-", "libpython", "ld-linux", "libdl.so", "libpthread")

@@ -209,6 +209,9 @@ class Worker:
             rchild.close()
         self.conn = Connection(parent.detach())
         self._regions = rparent
+        self._key = os.urandom(32)            # sent with the first request; every reply is signed with it
+        self._keyed = False
+        self._open = ipc.opener(self._key)
         self.protections = isolation.verify_start(self.proc.pid, report) + (
             ("sealed shared memory",) if isolation.sealed_memory() else
             ("missing: sealed shared memory (a worker could truncate a region under the judge)",))
@@ -419,7 +422,7 @@ class Worker:
         assert self.conn is not None
         self.conn.send_bytes(data)
         self._await(time.monotonic() + timeout, timeout, op)
-        got = self.conn.recv_bytes()
+        got = self._opened(self.conn.recv_bytes(), op)
         if got[:1] == b"I":
             return got[1:]
         self._early = got
@@ -434,6 +437,9 @@ class Worker:
         assert self.conn is not None and self._regions is not None
         if self.frozen:
             raise KernelgateError(f"{msg['op']} sent to a frozen worker ({self.label}); thaw it first")
+        if not self._keyed:
+            msg = dict(msg, key=self._key)
+            self._keyed = True
         try:
             data = ipc.encode(self._pack(msg))
         except OSError as e:     # the judge's side (no memory for a shared region): not the candidate's doing
@@ -450,7 +456,7 @@ class Worker:
             raw = self._early
             if raw is None:
                 self._await(time.monotonic() + timeout, timeout, msg["op"])
-                raw = self.conn.recv_bytes()
+                raw = self._opened(self.conn.recv_bytes(), msg["op"])
             self._early = None
             reply = ipc.unpack(ipc.decode(raw), self._out, self.device)
         except (EOFError, OSError, BrokenPipeError, ConnectionError):
@@ -468,6 +474,15 @@ class Worker:
                       "output_type": Reason.OUTPUT_TYPE, "introspection": Reason.INTROSPECTION}.get(reply["error"], Reason.CRASH)
             raise WorkerFailure(reason, str(reply.get("message", "")), str(reply.get("traceback", "")))
         return reply
+
+    def _opened(self, raw: bytes, op: str) -> bytes:
+        """A message of the worker's with its tag checked and removed (ipc.opener); anything else ends the worker."""
+        body = self._open(raw)
+        if body is None:
+            self.kill()
+            raise WorkerFailure(Reason.INTROSPECTION, f"a message on the worker's channel during {op} was not "
+                                "signed by its harness (another writer took over the channel)")
+        return body
 
     def _pack(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Large tensors into the judge->worker region (grown as needed); name both regions in the message."""
@@ -561,34 +576,3 @@ class Worker:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-class Spares:
-    """Workers started ahead of need, for a caller that judges one candidate after another (optimize):
-    the next candidate's interpreter start and torch import overlap the current candidate's checks.
-    A spare has loaded no candidate code, and every candidate still gets a process of its own."""
-
-    def __init__(self, *, output_limit: int = 4 << 20, memory_limit: int | None = None):
-        self.output_limit, self.memory_limit = output_limit, memory_limit
-        self._spare: Worker | None = None
-
-    def take(self, label: str = "candidate") -> Worker:
-        """The spare if it is alive (then none is left until refill), else a new, unstarted worker."""
-        w, self._spare = self._spare, None
-        if w is None or not w.alive():
-            if w is not None:
-                w.close()
-            w = Worker(label, output_limit=self.output_limit, memory_limit=self.memory_limit)
-        w.label = label
-        return w
-
-    def refill(self) -> None:
-        """Start the next spare now (its start-up runs while the caller works)."""
-        if self._spare is None:
-            w = Worker("spare", output_limit=self.output_limit, memory_limit=self.memory_limit)
-            w.start()
-            self._spare = w
-
-    def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None

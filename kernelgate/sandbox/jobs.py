@@ -20,6 +20,10 @@ from .runner import BuildFailure, _first_line
 from .sensors import _CANDIDATE_MODULE
 
 
+def nothing() -> None:
+    """A job that only carries the harness's disposals to the runner (runner.py, `dispose`)."""
+
+
 def prime(device: str) -> None:
     """The runner thread's own start: its Python thread record (so torch asking for the current thread later
     adds none) and, on CUDA, its current device."""

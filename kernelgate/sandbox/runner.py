@@ -34,8 +34,9 @@ import torch
 
 from ..errors import KernelgateError
 
-# the job box, a list (its item access cannot be redefined): [function, arguments, grad enabled, result, error]
-_FN, _ARGS, _GRAD, _RESULT, _ERROR = range(5)
+# the job box, a list (its item access cannot be redefined):
+# [function, arguments, grad enabled, result, error, what the harness hands back to be dropped here]
+_FN, _ARGS, _GRAD, _RESULT, _ERROR, _TRASH = range(6)
 
 
 class CandidateFailure(Exception):
@@ -74,6 +75,7 @@ def _failure(e: BaseException) -> dict:
 
 
 def _execute(box: list, _set_grad=torch._C._set_grad_enabled, _failure=_failure) -> None:
+    box[_TRASH] = None          # the last references to what the harness disposed of: dropped on this thread
     fn, args = box[_FN], box[_ARGS]
     box[_FN] = box[_ARGS] = None
     try:
@@ -122,15 +124,21 @@ def _nothing() -> None:
     return None
 
 
-def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[..., Any], Callable[..., None]]:
+def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[..., Any], Callable[..., None],
+                                                                   Callable[[Any], None]]:
     """Start the runner thread (at the worker's prime, before any candidate code exists and before the judge
-    counts the process's threads) and return (call, arm).
+    counts the process's threads) and return (call, arm, dispose).
 
     `call(fn, args, grad=False)` runs fn(*args) there and returns its result, or raises CandidateFailure with the
     error reply. `arm(own, integrity, enforce)`, once, when the guard is installed: `own` is the guard's exemption
     for the harness's own sys._current_frames (kernelgate/sandbox/audit.py), `integrity` its check after each job;
-    enforcing, a failed check or a lock released by someone else ends the worker through `fatal`."""
-    box: list = [None, (), False, None, None]
+    enforcing, a failed check or a lock released by someone else ends the worker through `fatal`.
+    `dispose(obj)`: the harness is done with obj (anything the candidate was given or returned, and what holds
+    it); the harness's last reference goes with the next job and is dropped on the runner thread, so a weakref
+    callback or finalizer the candidate attached never runs on the harness's thread (where builtins such as
+    `locals()`, which raise no audit event, would hand over its frame)."""
+    box: list = [None, (), False, None, None, None]
+    trash: list = []
     job, done = _thread.allocate_lock(), _thread.allocate_lock()
     job.acquire()
     done.acquire()
@@ -158,11 +166,13 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
 
     def call(fn: Any, args: Any = (), grad: bool = False, _box=box, _job=job, _done=done, _idle=idle,
              _wait=wait_parked, _guard=guard, _fatal=fatal, _isenabled=gc.isenabled, _disable=gc.disable,
-             _tuple=tuple, _type=type, _Failure=CandidateFailure, _plain=_plain_reply) -> Any:
+             _tuple=tuple, _type=type, _Failure=CandidateFailure, _plain=_plain_reply, _trash=trash) -> Any:
         if not _idle():
             _fatal("kernelgate ended the worker: the runner thread was busy before a call (candidate code "
                    "kept running after its call ended)")
         _box[0], _box[1], _box[2], _box[3], _box[4] = fn, (args if _type(args) is _tuple else _tuple(args)), grad, None, None
+        _box[5] = _tuple(_trash)
+        _trash.clear()
         _job.release()
         _done.acquire()
         _wait()                         # the job is over only when the thread is parked again
@@ -177,7 +187,8 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         result, error = _box[3], _box[4]
         _box[3] = _box[4] = None
         if error is not None:
+            _trash.append(error)
             raise _Failure(_plain(error))
         return result
 
-    return call, arm
+    return call, arm, trash.append

@@ -58,6 +58,8 @@ class Harness:
         # every call of candidate code goes to the runner thread (kernelgate/sandbox/runner.py), started at prime
         self.call: Any = None
         self.arm: Any = None
+        self.dispose: Any = lambda obj: None        # runner.start's: drops what the harness is done with there
+        self.sign: Any = None                       # ipc.signer, from the judge's first request
 
     # ------------------------------------------------------------ environment checks
     def observations(self) -> dict[str, Any]:
@@ -109,7 +111,7 @@ class Harness:
         # the runner collects between jobs instead (`collect`)
         gc.disable()
         if self.call is None:
-            self.call, self.arm = runner.start(_stack_bytes(), self.fatal)
+            self.call, self.arm, self.dispose = runner.start(_stack_bytes(), self.fatal)
             self.call(jobs.prime, (self.device,))
             self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
             self.flags0 = self.numerics()
@@ -147,16 +149,21 @@ class Harness:
             return tampered
         return {"ok": True, "observations": self.observations()}
 
+    def flush(self) -> None:
+        """Drop what the harness disposed of now, on the runner (an empty job)."""
+        if self.call is not None:
+            self.call(jobs.nothing)
+
     def collect(self, generation: int = 2) -> None:
         """A garbage collection on the runner thread (finalizers of the candidate's objects run there)."""
         self.call(gc.collect, (generation,))
 
     def _tampered(self, *tensors: Any) -> dict | None:
-        """The error reply when candidate code replaced what the harness runs on (kernelgate/sandbox/guard.py), or
-        gave a tensor the harness is about to use (an input buffer of its own, an output) instance
-        attributes: they would shadow the methods the harness calls on it (`detach`, `reshape`, ...)."""
-        why = self.guard.integrity() if self.guard is not None else None
-        if not why and self.guard is not None:
+        """The error reply when candidate code gave a tensor the harness is about to use (an input buffer of its
+        own, an output) instance attributes: they would shadow the methods the harness calls on it (`detach`,
+        `reshape`, ...). (What the harness runs on was compared right after the job: runner.py, `call`.)"""
+        why = None
+        if self.guard is not None:
             for t in _tensors(tensors):
                 if vars(t):
                     why = (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(vars(t)))[:200]})"
@@ -183,7 +190,8 @@ class Harness:
         if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device, the snapshot on the host
             slot = int(msg.get("slot", 0))
             for key in [k for k in self.slots if k[1] != slot]:
-                del self.slots[key]
+                self.dispose(self.slots.pop(key))
+            self.flush()
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
@@ -198,12 +206,11 @@ class Harness:
             desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
         changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None
                    and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
+        self.dispose(out)
         if tampered:
             return tampered
         if "error" in desc:
             return desc
-        if lean:
-            self.collect(1)
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
@@ -219,11 +226,15 @@ class Harness:
                 and prev.device == x.device):
             prev.copy_(x)
             return prev
+        self.dispose(prev)
         self.slots[(i, slot)] = x
         return x
 
     def op_pool(self, msg: dict) -> dict:
         """Store the input pool on the device once; timed loops draw from it."""
+        self.dispose((self.pool, self.batch))
+        self.pool, self.batch = [], []
+        self.flush()                              # the old pool goes before the new one arrives
         self.pool = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs] for xs in msg["pool"]]
         self.scalable = msg["scalable"]
         # the judge's figures (it rebuilds timed inputs bit for bit from them, wherever it keeps the pool)
@@ -234,6 +245,7 @@ class Harness:
     def op_release(self, msg: dict) -> dict:
         """Give back the device memory of inputs and outputs (the pool, the input buffers, the last batch's
         outputs, the allocator's cache) while another implementation is timed; the judge sends the pool again."""
+        self.dispose((self.pool, self.batch, list(self.slots.values())))
         self.pool, self.batch, self.rms = [], [], []
         self.slots.clear()
         self.collect()
@@ -248,12 +260,18 @@ class Harness:
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
             if isinstance(x, torch.Tensor) and x is not bufs[i]:
+                self.dispose(bufs[i])
                 self.slots[(i, slot)] = x
         return xs
 
     def op_warmup(self, msg: dict) -> dict:
-        call, model = self.call, self.model
-        n = self._warm_up(lambda *xs: call(model, xs), self._make, msg["plan"], self.device, msg["warmup_ms"],
+        call, model, dispose = self.call, self.model, self.dispose
+
+        def remote(*xs: Any) -> Any:
+            out = call(model, xs)
+            dispose(out)                   # dropped with the next call, on the runner
+            return out
+        n = self._warm_up(remote, self._make, msg["plan"], self.device, msg["warmup_ms"],
                           msg["warmup_min"])
         self.collect(1)
         return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
@@ -265,16 +283,19 @@ class Harness:
         to by digests of the outputs and of the inputs after the call, in the answer that stops the
         judge's clock. The judge picks which ones to re-check only after the batch."""
         assert self.model is not None
+        self.dispose(self.batch)
         self.batch = []
         target = self.model
         if msg.get("null"):                       # the harness's own cost: a stand-in output, no model
             null = [torch.empty(shape, dtype=getattr(torch, dt), device=self.device) for shape, dt in msg["null"]]
             target = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
-        call = self.call
+        call, dispose = self.call, self.dispose
 
         def model(*xs: Any) -> Any:               # the call itself runs on the runner thread, stand-in included
-            return call(target, xs)
-        conn = self.conn
+            out = call(target, xs)
+            dispose(out)                           # dropped with the next call, on the runner
+            return out
+        conn, sign = self.conn, self.sign or (lambda b: b)
 
         def steps():
             for _ in range(int(msg["n"])):
@@ -291,7 +312,7 @@ class Harness:
                 raise _Refused(tampered)
             if "error" in desc:
                 raise _Refused(desc)
-            conn.send_bytes(b"I" + reply)
+            conn.send_bytes(sign(b"I" + reply))
             # an output written into an input (in-place contracts) is overwritten by the next iteration's inputs
             self.batch.append([o.clone() if m["aliased"] else o for o, m in zip(outs, desc["meta"])])
 
@@ -317,6 +338,7 @@ class Harness:
         xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
         text = self.call(jobs.profile, (self.model, xs, self.device, int(msg.get("warmup", 2)),
                                         int(msg.get("iters", 5)), str(msg["marker"])))
+        self.dispose(xs)
         if type(text) is not str:
             return {"error": "crash", "message": "the profile came back as something other than text"}
         trace = json.loads(text)
@@ -356,6 +378,9 @@ class Harness:
                 msg = ipc.decode(self.conn.recv_bytes())
             except EOFError:
                 return
+            key = msg.pop("key", None) if type(msg) is dict else None
+            if self.sign is None and type(key) is bytes:
+                self.sign = ipc.signer(key)      # the first request's, before any candidate code exists
             self.in_bulk = self._attach(self.in_bulk, msg.pop("_bulk", None))
             self.out_bulk = self._attach(self.out_bulk, msg.pop("_reply_bulk", None))
             msg = ipc.unpack(msg, self.in_bulk, msg.get("device", self.device))
@@ -377,7 +402,10 @@ class Harness:
                 # candidate code asked for the interpreter's machinery (refused, kernelgate/sandbox/guard.py): whether
                 # or not it went on without it, the verdict says so
                 reply = {"error": "introspection", "message": self.guard.denied[0]}
-            self.conn.send_bytes(ipc.encode(ipc.pack(reply, self.out_bulk)))
+            data = ipc.encode(ipc.pack(reply, self.out_bulk))
+            self.conn.send_bytes(self.sign(data) if self.sign is not None else data)
+            # what this request handed to candidate code, and what came back, dies on the runner (runner.py)
+            self.dispose((msg, reply))
 
     def _attach(self, current: "ipc.Bulk | None", named: Any) -> "ipc.Bulk | None":
         """The shared region the judge named in a message (mapped once per id; its descriptor arrives on the
