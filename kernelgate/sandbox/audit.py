@@ -21,6 +21,7 @@ from __future__ import annotations
 import _thread
 import io
 import marshal
+import operator
 import os
 import stat
 import sys
@@ -66,9 +67,12 @@ def make_tracer(trusted: tuple[str, ...], stdlib: tuple[str, ...], generated: fr
 def make_integrity(namespaces: tuple, modes: tuple) -> Callable[[], Any]:
     """The check after each job (kernelgate/sandbox/guard.py `Guard.watch` builds the snapshot): every watched name
     of every namespace holds the object it held, and no torch mode is left active on this thread."""
-    def integrity(_ns=namespaces, _modes=modes, _len=len, _range=range) -> Any:
+    def integrity(_ns=namespaces, _modes=modes, _len=len, _range=range, _all=all, _map=map,
+                  _is=operator.is_) -> Any:
         for name, d, keys, values in _ns:
             get = d.get
+            if _all(_map(_is, _map(get, keys), values)):      # identity only: no candidate code runs here
+                continue
             for i in _range(_len(keys)):
                 if get(keys[i]) is not values[i]:
                     return "candidate code changed " + name + "." + keys[i] + " (the harness's code looks it up there)"

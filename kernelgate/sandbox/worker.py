@@ -159,17 +159,18 @@ class Harness:
         self.call(gc.collect, (generation,))
 
     def _tampered(self, *tensors: Any) -> dict | None:
-        """The error reply when candidate code gave a tensor the harness is about to use (an input buffer of its
-        own, an output) instance attributes: they would shadow the methods the harness calls on it (`detach`,
-        `reshape`, ...). (What the harness runs on was compared right after the job: runner.py, `call`.)"""
-        why = None
-        if self.guard is not None:
-            for t in _tensors(tensors):
-                if vars(t):
-                    why = (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(vars(t)))[:200]})"
-                           ": they would shadow its methods")
-                    break
-        return {"error": "introspection", "message": why} if why and self.enforce else None
+        """The error reply when a tensor the harness is about to use (an input buffer of its own, an output) is not
+        a plain tensor with an empty plain attribute dict: instance attributes would shadow the methods the harness
+        calls on it (`detach`, `reshape`, ...), and a dict of another type could run code of the candidate's (C
+        callables, which no trace sees) when the harness so much as tests it. Read through exact types only.
+        (What the harness runs on was compared right after the job: runner.py, `call`.)"""
+        if self.guard is None:
+            return None
+        for t in _tensors(tensors):
+            why = _unclean(t)
+            if why:
+                return {"error": "introspection", "message": why} if self.enforce else None
+        return None
 
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
@@ -199,16 +200,16 @@ class Harness:
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
         out = self.call(self.model, xs)
+        self.dispose(out)
         self.sync()
         tampered = self._tampered(xs, out)
+        if tampered:                      # before anything else touches them
+            return tampered
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
             desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
         changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None
                    and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
-        self.dispose(out)
-        if tampered:
-            return tampered
         if "error" in desc:
             return desc
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
@@ -222,6 +223,8 @@ class Harness:
             return x
         x = x.to(self.device)
         prev = self.slots.get((i, slot))
+        if prev is not None and _unclean(prev):     # the candidate has had it: checked before any use here
+            raise _Refused({"error": "introspection", "message": _unclean(prev)})
         if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
                 and prev.device == x.device):
             prev.copy_(x)
@@ -248,7 +251,7 @@ class Harness:
         self.dispose((self.pool, self.batch, list(self.slots.values())))
         self.pool, self.batch, self.rms = [], [], []
         self.slots.clear()
-        self.collect()
+        self.collect(1)
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
         return {"ok": True}
@@ -304,6 +307,8 @@ class Harness:
 
         def after(index: int, xs: list[Any], out: Any, sample: float) -> None:
             tampered = self._tampered(xs, out)
+            if tampered:
+                raise _Refused(tampered)
             desc = self._describe(out, self._storages(xs), self.device)
             outs = desc.get("tensors", [])
             reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
@@ -326,6 +331,11 @@ class Harness:
     def op_fetch(self, msg: dict) -> dict:
         """The outputs of the named iterations of the last timed batch, as they are now."""
         picks = [int(i) for i in msg["indices"]]
+        for i in picks:                           # the candidate may have kept them: checked again before use
+            for o in (self.batch[i] if 0 <= i < len(self.batch) else []):
+                why = _unclean(o) if self.guard is not None and self.enforce else None
+                if why:
+                    return {"error": "introspection", "message": why}
         return {"ok": True, "outputs": [[o.contiguous() if isinstance(o, torch.Tensor) else o for o in self.batch[i]]
                                         for i in picks if 0 <= i < len(self.batch)]}
 
@@ -393,6 +403,8 @@ class Harness:
                     reply = {"error": "crash", "message": "malformed reply"}
             except CandidateFailure as f:        # raised by candidate code on the runner, described there
                 reply = f.reply
+            except _Refused as r:
+                reply = r.desc
             except torch.cuda.OutOfMemoryError as e:
                 reply = {"error": "crash", "message": f"out of memory: {_first_line(e)}"}
             except Exception as e:  # noqa: BLE001 - every failure becomes a reply
@@ -421,6 +433,20 @@ class Harness:
         return {"ok": True}
 
 
+def _unclean(t: Any) -> str | None:
+    """Why a tensor the harness keeps or checks may not be touched: not a plain tensor, or an attribute dict that is
+    not an empty plain dict (read with exact types: nothing of the candidate's runs here)."""
+    if type(t) is not torch.Tensor:
+        return f"a tensor the harness checks is a {type(t).__qualname__}, not a plain torch.Tensor"
+    d = vars(t)
+    if type(d) is not dict:
+        return "a tensor the harness checks was given an attribute dict of another type"
+    if dict.__len__(d):
+        return (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(dict.keys(d)))[:200]})"
+                ": they would shadow its methods")
+    return None
+
+
 class _Refused(Exception):
     """An output of a timed iteration failed the per-call checks; carries the error reply."""
 
@@ -439,8 +465,15 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     # this module is __main__ in a worker process (python -m kernelgate.sandbox.worker)
     ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
                                       "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
+    import pathlib
+    # and every module the harness's own modules name (os, os.path, sys, time, ...): a function the harness calls
+    # through one, replaced by a chain of C callables (no trace sees it), would run in the harness's frame
+    named = {id(v): v for m in ours for v in vars(m).values() if isinstance(v, ModuleType)}
+    named[id(os.path)] = os.path
     spaces: list[Any] = [torch, torch._C, torch.cuda, sys.modules["builtins"], *std, *ours,
-                         torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder]
+                         *[v for v in named.values() if not any(v is k for k in (torch, torch._C, torch.cuda, *std, *ours))],
+                         torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder,
+                         *type(pathlib.Path()).__mro__[:-1]]
     for m in ours:
         spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
     return spaces, ours + std
