@@ -167,6 +167,9 @@ class Harness:
         if self.guard is None:
             return None
         for t in _tensors(tensors):
+            if type(t) is not torch.Tensor:       # judged as the output's kind, before anything reads it
+                return {"error": "output_type", "message": "an output is a tensor subclass "
+                        f"({type.__dict__['__qualname__'].__get__(type(t))}); expected a plain torch.Tensor"}
             why = _unclean(t)
             if why:
                 return {"error": "introspection", "message": why} if self.enforce else None
