@@ -15,6 +15,7 @@ import torch
 
 from .. import clock
 from . import loop
+from .handle import _same_bits  # noqa: F401 - the worker's input check, from handle
 
 # read through torch's C getters, bound now: a candidate that replaces the Python-level getters (torch.backends,
 # torch.get_float32_matmul_precision) changes nothing here
@@ -188,12 +189,3 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
                      "device": str(o.device), "aliased": aliased})
         tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
     return {"single": single, "meta": meta, "tensors": tensors}
-
-
-def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
-    """Bit-identical to the snapshot (NaN payloads included), same shape and dtype."""
-    if type(x) is not torch.Tensor or x.shape != snap.shape or x.dtype != snap.dtype or x.device != snap.device:
-        return False
-    if x.numel() == 0:
-        return True
-    return torch.equal(x.reshape(-1).contiguous().view(torch.uint8), snap.reshape(-1).contiguous().view(torch.uint8))

@@ -22,10 +22,10 @@ import torch  # noqa: E402
 
 from ..digest import digests  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
-from . import audit, ipc, jobs, loop, runner  # noqa: E402
+from . import audit, handle, ipc, jobs, loop, runner  # noqa: E402
 from .guard import Guard  # noqa: E402
 from .runner import CandidateFailure  # noqa: E402
-from .sensors import (_same_bits, _storages, _tensors, candidate_threads,  # noqa: E402
+from .sensors import (_same_bits, _storages, _tensors, candidate_threads,  # noqa: E402,F401
                       describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
@@ -182,10 +182,7 @@ class Harness:
 
     def poison(self, nbytes: int) -> None:
         """Hand the allocator NaN-filled blocks so an unwritten output cannot hold a plausible value."""
-        n = max(nbytes // 4, 1 << 16)
-        for _ in range(2):
-            t = torch.full((n,), float("nan"), device=self.device)
-            del t
+        handle.nan_blocks(max(nbytes // 4, 1 << 16), self.device)
         self.sync()
 
     def op_call(self, msg: dict) -> dict:
@@ -199,7 +196,7 @@ class Harness:
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
-        snapshot = [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]
+        snapshot = handle.snapshot(xs, lean)
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
         out = self.call(self.model, xs)
@@ -210,9 +207,8 @@ class Harness:
             return tampered
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
-            desc["tensors"] = [o.contiguous() for o in desc["tensors"]]
-        changed = [i for i, (x, s) in enumerate(zip(xs, snapshot)) if s is not None
-                   and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
+            desc["tensors"] = handle.contiguous(desc["tensors"])
+        changed = handle.changed(xs, snapshot, lean)
         if "error" in desc:
             return desc
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
@@ -224,13 +220,11 @@ class Harness:
         addresses change (a CUDA graph replayed on the addresses it captured reads stale inputs)."""
         if not isinstance(x, torch.Tensor):
             return x
-        x = x.to(self.device)
+        x = handle.to_device(x, self.device)
         prev = self.slots.get((i, slot))
         if prev is not None and _unclean(prev):     # the candidate has had it: checked before any use here
             raise _Refused({"error": "introspection", "message": _unclean(prev)})
-        if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
-                and prev.device == x.device):
-            prev.copy_(x)
+        if handle.place(prev, x):
             return prev
         self.dispose(prev)
         self.slots[(i, slot)] = x
@@ -241,7 +235,7 @@ class Harness:
         self.dispose((self.pool, self.batch))
         self.pool, self.batch = [], []
         self.flush()                              # the old pool goes before the new one arrives
-        self.pool = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs] for xs in msg["pool"]]
+        self.pool = handle.to_devices(msg["pool"], self.device)
         self.scalable = msg["scalable"]
         # the judge's figures (it rebuilds timed inputs bit for bit from them, wherever it keeps the pool)
         self.rms = msg.get("rms") or [loop.rms(xs, self.scalable) for xs in self.pool]
@@ -293,7 +287,7 @@ class Harness:
         self.batch = []
         target = self.model
         if msg.get("null"):                       # the harness's own cost: a stand-in output, no model
-            null = [torch.empty(shape, dtype=getattr(torch, dt), device=self.device) for shape, dt in msg["null"]]
+            null = handle.empties(msg["null"], self.device)
             target = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
         call, dispose = self.call, self.dispose
 
@@ -322,7 +316,7 @@ class Harness:
                 raise _Refused(desc)
             conn.send_bytes(sign(b"I" + reply))
             # an output written into an input (in-place contracts) is overwritten by the next iteration's inputs
-            self.batch.append([o.clone() if m["aliased"] else o for o, m in zip(outs, desc["meta"])])
+            self.batch.append(handle.keep(outs, desc["meta"]))
 
         try:
             self._loop(model, self._make, steps(), self.device, msg.get("flush_bytes", 0), after)
@@ -339,8 +333,7 @@ class Harness:
                 why = _unclean(o) if self.guard is not None and self.enforce else None
                 if why:
                     return {"error": "introspection", "message": why}
-        return {"ok": True, "outputs": [[o.contiguous() if isinstance(o, torch.Tensor) else o for o in self.batch[i]]
-                                        for i in picks if 0 <= i < len(self.batch)]}
+        return {"ok": True, "outputs": [handle.contiguous(self.batch[i]) for i in picks if 0 <= i < len(self.batch)]}
 
     def op_profile(self, msg: dict) -> dict:
         """Warm-up forwards, then `iters` forwards under torch.profiler, each in a `marker.<i>` record_function
@@ -348,7 +341,7 @@ class Harness:
         with `artifacts`, the compiled kernels (.ptx/.ttgir/.cubin/.json) in this process's private caches.
         Parsed by the judge (kernelgate/profiling/launches.py, kernelgate/profiling/fingerprint.py)."""
         assert self.model is not None
-        xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in msg["inputs"]]
+        xs = [handle.to_device(x, self.device) for x in msg["inputs"]]
         text = self.call(jobs.profile, (self.model, xs, self.device, int(msg.get("warmup", 2)),
                                         int(msg.get("iters", 5)), str(msg["marker"])))
         self.dispose(xs)
@@ -467,6 +460,7 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
     # this module is __main__ in a worker process (python -m kernelgate.sandbox.worker)
     ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
+                                      "kernelgate.sandbox.handle",
                                       "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
     import pathlib
     # and every module the harness's own modules name (os, os.path, sys, time, ...): a function the harness calls

@@ -1,0 +1,81 @@
+"""What the harness does to tensors, from frames that hold nothing of the harness.
+
+Every torch op the harness's thread runs goes through the dispatcher, where candidate code can have registered a
+kernel (`torch.library`) that is no Python function but a chain of C callables: no trace event, no audit event.
+A builtin such as `locals()` in such a chain reads the innermost Python frame on the thread (red team 10,
+`dispatch_full_kernel`). So the harness's thread runs its ops here, in frames whose locals are the tensors and
+numbers they work on, never the harness (its object, connection, signer or runner). docs/GATE.md, "C callables
+run from the harness's own frames". Imports nothing of the gate: this runs in the candidate's process.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+
+def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
+    """Bit-identical to the snapshot (NaN payloads included), same shape and dtype."""
+    if type(x) is not torch.Tensor or x.shape != snap.shape or x.dtype != snap.dtype or x.device != snap.device:
+        return False
+    if x.numel() == 0:
+        return True
+    return torch.equal(x.reshape(-1).contiguous().view(torch.uint8), snap.reshape(-1).contiguous().view(torch.uint8))
+
+
+def nan_blocks(n: int, device: str) -> None:
+    """Two NaN-filled blocks of n floats, allocated and freed (the allocator hands them out next)."""
+    for _ in range(2):
+        t = torch.full((n,), float("nan"), device=device)
+        del t
+
+
+def to_device(x: Any, device: str) -> Any:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def to_devices(xss: list, device: str) -> list:
+    return [[to_device(x, device) for x in xs] for xs in xss]
+
+
+def place(prev: Any, x: torch.Tensor) -> bool:
+    """Copy x into prev when shape, dtype, strides and device match; whether it did."""
+    if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
+            and prev.device == x.device):
+        prev.copy_(x)
+        return True
+    return False
+
+
+def snapshot(xs: list, lean: bool) -> list:
+    """Copies of the inputs before a call (on the host under the lean plan), None for non-tensors."""
+    return [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]
+
+
+def changed(xs: list, snaps: list, lean: bool) -> list[int]:
+    """Indices of inputs whose bits differ from their snapshot."""
+    return [i for i, (x, s) in enumerate(zip(xs, snaps)) if s is not None
+            and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
+
+
+def contiguous(ts: list) -> list:
+    return [t.contiguous() if isinstance(t, torch.Tensor) else t for t in ts]
+
+
+def empties(specs: list, device: str) -> list[torch.Tensor]:
+    return [torch.empty(shape, dtype=getattr(torch, dt), device=device) for shape, dt in specs]
+
+
+def keep(outs: list, meta: list) -> list:
+    """A timed iteration's outputs as kept until the next batch: those written into an input copied (the next
+    iteration's inputs overwrite them)."""
+    return [o.clone() if m["aliased"] else o for o, m in zip(outs, meta)]
+
+
+def flush_buffer(nbytes: int, device: str) -> torch.Tensor:
+    return torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=device)
+
+
+def zero(t: torch.Tensor) -> None:
+    t.zero_()

@@ -1,0 +1,77 @@
+"""The harness's thread runs torch ops only from frames that hold nothing of the harness (kernelgate/sandbox/handle.py).
+
+A dispatcher kernel the candidate registers for an op (torch.library) can be a chain of C callables that reads the
+innermost Python frame's locals with builtin locals(): no trace or audit event sees it (red team 10,
+`dispatch_full_kernel`). So no method of the worker's Harness (after prime, when no candidate code exists yet), no
+closure inside one, and neither of the timed loop's frames calls a torch op itself."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+
+from kernelgate.sandbox import handle
+
+SANDBOX = Path(__file__).resolve().parents[2] / "kernelgate" / "sandbox"
+#: calls through `torch.` that are no dispatcher op
+ALLOWED = {"torch.cuda.empty_cache", "torch.cuda.set_device", "torch.device", "torch.no_grad"}
+#: method names of tensor ops (a heuristic list: what the harness has called)
+TENSOR_OPS = {"clone", "to", "contiguous", "copy_", "zero_", "cpu", "cuda", "full", "empty", "zeros", "ones", "detach",
+              "reshape", "view", "item", "sum", "mul", "add", "fill_", "float", "double", "clamp", "equal", "new_full",
+              "empty_like", "zeros_like", "randn", "rand", "stride", "untyped_storage"}
+BEFORE_ANY_CANDIDATE = {"__init__", "op_hello", "op_prime"}
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _offences(fn: ast.AST) -> list[str]:
+    bad = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name.startswith("torch.") and name not in ALLOWED:
+                bad.append(f"{name} (line {node.lineno})")
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_OPS and not name.startswith("handle."):
+                bad.append(f"{name} (line {node.lineno})")
+    return bad
+
+
+def test_the_harness_calls_no_torch_op_in_its_own_frames():
+    tree = ast.parse((SANDBOX / "worker.py").read_text())
+    harness = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Harness")
+    bad = {m.name: _offences(m) for m in harness.body
+           if isinstance(m, ast.FunctionDef) and m.name not in BEFORE_ANY_CANDIDATE}
+    assert not {k: v for k, v in bad.items() if v}, bad
+
+
+def test_the_timed_loops_frames_call_no_torch_op():
+    tree = ast.parse((SANDBOX / "loop.py").read_text())
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("timed_loop", "warm_up")):
+        assert not _offences(fn), (fn.name, _offences(fn))
+
+
+def test_the_check_sees_an_op():
+    fn = ast.parse("def f(self, x):\n    return x.clone() + torch.full((1,), 0.0)\n").body[0]
+    assert len(_offences(fn)) == 2
+
+
+def test_handle_does_what_the_harness_did():
+    xs = [torch.arange(6.0).reshape(2, 3), 3]
+    snaps = handle.snapshot(xs, lean=False)
+    xs[0].add_(1)
+    assert handle.changed(xs, snaps, lean=False) == [0]
+    buf = torch.zeros(2, 3)
+    assert handle.place(buf, torch.ones(2, 3)) and torch.equal(buf, torch.ones(2, 3))
+    assert not handle.place(buf, torch.ones(3, 2)) and not handle.place(None, torch.ones(1))
+    kept = handle.keep([buf, xs[0]], [{"aliased": True}, {"aliased": False}])
+    assert kept[0] is not buf and torch.equal(kept[0], buf) and kept[1] is xs[0]
+    assert [t.shape for t in handle.empties([[[2, 2], "float32"]], "cpu")] == [torch.Size([2, 2])]
