@@ -141,6 +141,13 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
         finally:
             busy.pop(ident, None)
 
+    def harness_own(event: str, fn: Callable, *args: Any) -> Any:
+        """`own` for the harness, on its own thread only once sealed (a copy that leaked to candidate code would
+        otherwise exempt anything, anywhere)."""
+        if sealed[0] and _get_ident() != sealed[0]:
+            _fatal("kernelgate ended the worker: the harness's exemption was used on another thread")
+        return own(event, fn, *args)
+
     def seal(ident: int) -> None:
         sealed[0] = ident
 
@@ -512,4 +519,4 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
             return
         refuse("kernelgate refused candidate code " + what + " at " + where + _hint(where))
 
-    return Hook(hook, own, seal)
+    return Hook(hook, harness_own, seal)

@@ -91,6 +91,9 @@ def _run(box: list, job: Any, done: Any, _execute=_execute) -> None:
     while True:
         job.acquire()
         _execute(box)
+        # what candidate code may have put in the box goes here, on this thread (the harness checks they are
+        # empty before it writes a slot: an object dropped on its thread could run a weakref callback there)
+        box[0] = box[1] = box[2] = box[5] = None
         done.release()
 
 
@@ -137,7 +140,7 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     it); the harness's last reference goes with the next job and is dropped on the runner thread, so a weakref
     callback or finalizer the candidate attached never runs on the harness's thread (where builtins such as
     `locals()`, which raise no audit event, would hand over its frame)."""
-    box: list = [None, (), False, None, None, None]
+    box: list = [None] * 6
     trash: list = []
     job, done = _thread.allocate_lock(), _thread.allocate_lock()
     job.acquire()
@@ -170,6 +173,9 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         if not _idle():
             _fatal("kernelgate ended the worker: the runner thread was busy before a call (candidate code "
                    "kept running after its call ended)")
+        if not (_box[0] is None and _box[1] is None and _box[2] is None and _box[3] is None and _box[4] is None
+                and _box[5] is None):
+            _fatal("kernelgate ended the worker: the runner's job box was written after its job ended")
         _box[0], _box[1], _box[2], _box[3], _box[4] = fn, (args if _type(args) is _tuple else _tuple(args)), grad, None, None
         _box[5] = _tuple(_trash)
         _trash.clear()
@@ -184,6 +190,8 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         why = _guard[1]()
         if why and _guard[2]:
             _fatal("kernelgate ended the worker: " + why)
+        if not (_box[0] is None and _box[1] is None and _box[2] is None and _box[5] is None):
+            _fatal("kernelgate ended the worker: candidate code wrote the runner's job box as its job ended")
         result, error = _box[3], _box[4]
         _box[3] = _box[4] = None
         if error is not None:
