@@ -7,11 +7,11 @@ Run as `python -m kernelgate.sandbox.worker FD`.
 from __future__ import annotations
 
 # Clocks are captured by kernelgate/clock.py, imported before any candidate code.
+import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import struct  # noqa: E402
 import sys  # noqa: E402
-import gc  # noqa: E402
 import traceback  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -24,7 +24,8 @@ from ..digest import digests  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
 from . import audit, handle, ipc, jobs, loop, runner  # noqa: E402
 from .guard import Guard  # noqa: E402
-from .runner import CandidateFailure  # noqa: E402
+from .runner import CandidateFailure, _first_line  # noqa: E402
+# _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, candidate_threads,  # noqa: E402,F401
                       describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
 
@@ -222,8 +223,9 @@ class Harness:
             return x
         x = handle.to_device(x, self.device)
         prev = self.slots.get((i, slot))
-        if prev is not None and _unclean(prev):     # the candidate has had it: checked before any use here
-            raise _Refused({"error": "introspection", "message": _unclean(prev)})
+        why = _unclean(prev) if prev is not None else None   # the candidate has had it: checked before any use
+        if why:
+            raise _Refused({"error": "introspection", "message": why})
         if handle.place(prev, x):
             return prev
         self.dispose(prev)
@@ -264,14 +266,18 @@ class Harness:
                 self.slots[(i, slot)] = x
         return xs
 
-    def op_warmup(self, msg: dict) -> dict:
-        call, model, dispose = self.call, self.model, self.dispose
+    def _remote(self, target: Any) -> Any:
+        """target(*xs) as a job on the runner thread, its output disposed of there with the next call."""
+        call, dispose = self.call, self.dispose
 
         def remote(*xs: Any) -> Any:
-            out = call(model, xs)
-            dispose(out)                   # dropped with the next call, on the runner
+            out = call(target, xs)
+            dispose(out)
             return out
-        n = self._warm_up(remote, self._make, msg["plan"], self.device, msg["warmup_ms"],
+        return remote
+
+    def op_warmup(self, msg: dict) -> dict:
+        n = self._warm_up(self._remote(self.model), self._make, msg["plan"], self.device, msg["warmup_ms"],
                           msg["warmup_min"])
         self.collect(1)
         return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
@@ -289,12 +295,7 @@ class Harness:
         if msg.get("null"):                       # the harness's own cost: a stand-in output, no model
             null = handle.empties(msg["null"], self.device)
             target = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
-        call, dispose = self.call, self.dispose
-
-        def model(*xs: Any) -> Any:               # the call itself runs on the runner thread, stand-in included
-            out = call(target, xs)
-            dispose(out)                           # dropped with the next call, on the runner
-            return out
+        model = self._remote(target)              # the stand-in too runs on the runner thread
         conn, sign = self.conn, self.sign or (lambda b: b)
 
         def steps():
@@ -310,8 +311,6 @@ class Harness:
             outs = desc.get("tensors", [])
             reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
                                 "m": {"single": desc.get("single"), "meta": desc.get("meta")}}).encode()
-            if tampered:
-                raise _Refused(tampered)
             if "error" in desc:
                 raise _Refused(desc)
             conn.send_bytes(sign(b"I" + reply))
@@ -474,11 +473,6 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     for m in ours:
         spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
     return spaces, ours + std
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:500] if text else type(e).__name__
 
 
 def _stack_bytes() -> int:
