@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_batch.sh suite-b   # 2 GPUs: GPU 0 the last 4 suite workloads; GPU 1 the GPU tests,
 #                                          # then bf16 attention and int8 requantization (low precision)
 #   LIMIT=583 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
-#   bash benchmarks/gpu_batch.sh trust       # 1 GPU, ~5 min: the exploit corpus's GPU cases, then the GPU tests
+#   bash benchmarks/gpu_batch.sh trust       # 1 GPU, ~7 min: the exploit corpus's GPU cases, then the GPU tests
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
@@ -65,7 +65,7 @@ case "${1:-}" in
                > "$OUT/pytest_gpu.txt" 2>&1 ) & wait ;;
     trust) timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
                > "$OUT/corpus_gpu.txt" 2>&1
-           timeout 330 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
+           timeout 390 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     memory) timeout "${LIMIT:-580}" python benchmarks/memory_h200.py "${DEV:?set DEV}" --skip "${SKIP:-0}" \
                --largest "${N:-5}" --budget "${BUDGET:-90}" --out "$OUT/memory_part.json" > "$OUT/memory.txt" 2>&1 ;;
     lean) timeout 370 python benchmarks/diag_lean.py "${DEV:?set DEV}" --file benchmarks/suite/attention.py \
