@@ -235,7 +235,8 @@ def format_bench(res: BenchResult) -> str:
         floor = f"{100 * r.floor_fraction:.1f}" if r.floor_fraction is not None else "-"
         lines.append(f"  {r.label:<24} {t.median_ms:>10.4g} {100 * t.spread:>7.2f}% {len(t.samples_ms):>5} {floor:>7} "
                      f"{ratio:>8}  {ci:<16} {verdict}")
-    lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x spread, 2%); "
+    lines.append("  a speedup is claimed when the CI's lower bound clears 1 + max(3 x noise, 2%), the noise being the spread "
+                 "of the per-round medians; "
                  "floor% = roofline floor / median")
     if noisy:
         lines.append(f"  unreliable: a spread above {100 * UNRELIABLE_SPREAD:.0f}% (the machine was probably busy); "

@@ -163,6 +163,8 @@ class Timing:
     kind: str = "eager"                # eager | compile | candidate
     harness_ms: float = 0.0            # the harness's per-iteration cost, subtracted (measured in a baseline's worker)
     inproc_ms: float | None = None     # median of the worker's own samples (diagnostic only, never claimed)
+    round_spread: float | None = None  # relative semi-interquartile range of the per-round medians: the claim's
+    #                                    noise term (gate/timing.py, noise); None with too few rounds
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

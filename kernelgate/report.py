@@ -18,9 +18,9 @@ CONDITION_ORDER = ("gpu", "cpu", "driver", "torch", "triton", "python", "cuda", 
 W, H, ML, MR, MT, MB, BAND = 640, 320, 64, 16, 30, 40, 16  # SVG size, margins, band for untimed markers
 # A timing whose spread (semi-interquartile range / median, gate.timing.summarize) is above this is called
 # unreliable. Quiet machines give spreads under 15% in 95% of the rows in benchmarks/results (a few percent
-# typically); a loaded one gave 800%+. At 25% the interquartile range is half the median, and the gate's
-# claim rule (CI lower bound above 1 + 3 x spread) already needs 1.75x: the figure says more about the
-# machine than the code. Nothing is un-claimed for it: the claim rule stands as the gate applies it.
+# typically); a loaded one gave 800%+. At 25% the interquartile range is half the median: such a
+# per-sample spread says more about the machine than the code (the claim rule's noise term is the spread of the
+# per-round medians, gate.timing.noise). Nothing is un-claimed for it: the claim rule stands as the gate applies it.
 UNRELIABLE_SPREAD = 0.25
 
 
@@ -231,8 +231,7 @@ def _unreliable_sentence(result: dict) -> str | None:
     worst = max(s for _, s in found)
     listed = ", ".join(f"{name} (±{100 * s:.0f}%)" for name, s in found[:6]) + (", ..." if len(found) > 6 else "")
     return (f"Timing unreliable: spreads above {100 * UNRELIABLE_SPREAD:.0f}% in {listed}; the machine was probably "
-            f"busy, and these figures may be far from a quiet run's. The gate claims a speedup only when its CI's "
-            f"lower bound clears 1 + 3 x spread (up to {1 + 3 * worst:.3g}x here); re-run on a quiet machine.")
+            f"busy, and these figures may be far from a quiet run's; re-run on a quiet machine.")
 
 
 def _summary(result: dict) -> list[str]:

@@ -251,7 +251,7 @@ def test_search_figures_and_fresh_figures_are_labelled(tmp_path):
 
 def test_unreliable_timings_are_called_so(tmp_path):
     """A loaded machine's spreads (800%+) make a figure meaningless: the report says so, next to the figure
-    and in the summary, with what the gate's claim rule then needs (1 + 3 x spread)."""
+    and in the summary."""
     from kernelgate.report import UNRELIABLE_SPREAD, render_markdown
     r = _result(eager=_timing(3.0, "eager", 8.12))
     r["evaluations"][1]["timing"]["spread"] = 0.6

@@ -5,6 +5,7 @@ the search's evaluations."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import secrets
 import time
@@ -68,6 +69,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     host = next((k for k in BASELINES if k in sessions), next((k for k, s in sessions.items() if s.trusted), None))
     walls: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
     inproc: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
+    batches: dict[str, list[int]] = {k: [] for k in sessions}  # each round's kept samples, by count (the claim's noise)
     own: dict[str, list[float]] = {k: [] for k in sessions}   # each candidate's harness, in its own process
     rejected: dict[str, Verdict] = {}
     live = dict(sessions)
@@ -118,6 +120,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                 b = s.time_batch(tag, plan, null=label == HARNESS)
                 kept = b.walls_ms[lead:]
                 walls[label] += kept
+                if kept and label in batches:
+                    batches[label].append(len(kept))
                 if kept:
                     per_iter[label] = sum(kept) / len(kept) / 1e3
                 inproc[label] += b.samples_ms[lead:]
@@ -152,9 +156,12 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         # less, and one that slowed its own harness runs gains nothing
         h = harness_ms if live[label].trusted or not own[label] else min(harness_ms, timing.harness_cost(
             [own[label]], []))
-        timings[label] = timing.summarize(label, timing.less_harness(got, h), sum(got) / len(got),
+        per_call = timing.less_harness(got, h)
+        cuts = list(itertools.accumulate(batches[label], initial=0))
+        timings[label] = timing.summarize(label, per_call, sum(got) / len(got),
                                           label if label in BASELINES else "candidate", h,
-                                          timing.quantile(inproc[label], 0.5) if inproc[label] else None)
+                                          timing.quantile(inproc[label], 0.5) if inproc[label] else None,
+                                          [per_call[a:b] for a, b in zip(cuts, cuts[1:])])
     for label in [k for k in live if not live[k].trusted]:
         s = live[label]
         try:

@@ -47,17 +47,36 @@ def quantile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def rel_spread(xs: list[float]) -> float:
+    """The relative semi-interquartile range: (p75 - p25) / (2 median)."""
+    med = quantile(xs, 0.5)
+    return (quantile(xs, 0.75) - quantile(xs, 0.25)) / (2 * med) if med > 0 else 0.0
+
+
+MIN_SPREAD_ROUNDS = 4                # fewer rounds: the claim's noise term is the per-sample spread
+
+
 def summarize(label: str, samples: list[float], wall_ms_per_iter: float, kind: str, harness_ms: float = 0.0,
-              inproc_ms: float | None = None) -> Timing:
-    med = quantile(samples, 0.5)
-    spread = (quantile(samples, 0.75) - quantile(samples, 0.25)) / (2 * med) if med > 0 else 0.0
-    return Timing(label, tuple(samples), wall_ms_per_iter, med, spread, kind, harness_ms, inproc_ms)
+              inproc_ms: float | None = None, rounds: list[list[float]] | None = None) -> Timing:
+    """`rounds`: the same samples by round (one batch each), for the spread of the rounds' medians."""
+    meds = [quantile(r, 0.5) for r in rounds or () if r]
+    return Timing(label, tuple(samples), wall_ms_per_iter, quantile(samples, 0.5), rel_spread(samples), kind,
+                  harness_ms, inproc_ms, rel_spread(meds) if len(meds) >= MIN_SPREAD_ROUNDS else None)
+
+
+def noise(t: Timing) -> float:
+    """The relative noise a claim must clear three times: the spread of the per-round medians, where there are
+    enough rounds, else the per-sample spread. The bootstrap interval already holds the samples' scatter;
+    what it cannot see is drift between rounds (load, clocks, a thawed worker), which the rounds' medians
+    show. On the judge's clock a sample's spread is mostly the round trip's jitter (2-8% per sample on the
+    H200 against 0.4% in-process), which three times over would bar any claim under about 1.25x."""
+    return t.round_spread if t.round_spread is not None else t.spread
 
 
 def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) -> Speedup:
     """Ratio of medians (baseline / candidate) with a 95% bootstrap interval.
 
-    A speedup is claimed only when the interval's lower bound clears 1 + max(3 x spread, 2%).
+    A speedup is claimed only when the interval's lower bound clears 1 + max(3 x noise, 2%) (see noise).
     """
     g = torch.Generator().manual_seed(seed)
     b = torch.tensor(base.samples_ms, dtype=torch.float64)
@@ -67,7 +86,7 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) ->
     ratios = b[bi].median(dim=1).values / c[ci].median(dim=1).values
     low, high = (float(torch.quantile(ratios, q)) for q in (0.025, 0.975))
     ratio = base.median_ms / cand.median_ms if cand.median_ms > 0 else math.inf
-    threshold = 1 + max(3 * max(base.spread, cand.spread), 0.02)
+    threshold = 1 + max(3 * max(noise(base), noise(cand)), 0.02)
     return Speedup(ratio, low, high, threshold, claimed=low > threshold and resolvable(base) and resolvable(cand),
                    flagged=ratio > IMPLAUSIBLE)
 

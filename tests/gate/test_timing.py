@@ -27,6 +27,39 @@ def test_speedup_claimed_only_when_lower_bound_clears_threshold():
     assert not n.claimed and n.low < 1.02
 
 
+def _rounds(label, medians, jitter, n=10, seed=0):
+    """Samples in rounds of n around each round's median, each sample off by up to +-jitter (relative)."""
+    rng = random.Random(seed)
+    rounds = [[m * (1 + rng.uniform(-jitter, jitter)) for _ in range(n)] for m in medians]
+    flat = [x for r in rounds for x in r]
+    return timing.summarize(label, flat, sum(flat) / len(flat) + 0.1, label, rounds=rounds)
+
+
+def test_round_spread_is_the_spread_of_the_rounds_medians():
+    t = _rounds("a", [10.0] * 10, 0.1, n=20)
+    assert t.spread > 0.03 and t.round_spread < t.spread / 2 and timing.noise(t) == t.round_spread
+    drift = _rounds("b", [10.0, 11.0, 12.0, 13.0] * 2, 0.001)
+    assert drift.round_spread > 0.05 and drift.spread < drift.round_spread * 1.5
+    few = _rounds("c", [10.0] * 3, 0.1)                       # too few rounds: the per-sample spread
+    assert few.round_spread is None and timing.noise(few) == few.spread
+    assert timing.summarize("d", [1.0, 2.0], 1.6, "d").round_spread is None
+
+
+def test_a_speedup_over_round_trip_jitter_is_claimed_and_drift_still_bars_one():
+    """Per-sample jitter of 20% (the judge's round trip) with steady rounds: a 1.2x candidate is claimed,
+    where three times the per-sample spread (about 1.25) would have barred it; the same candidate
+    against a baseline whose rounds drift by 15% is not; without rounds the per-sample spread decides."""
+    base = _rounds("b", [12.0] * 10, 0.2, n=20, seed=1)
+    cand = _rounds("c", [10.0] * 10, 0.2, n=20, seed=2)
+    s = timing.speedup(base, cand)
+    assert 1.15 < s.ratio < 1.25 and s.threshold < 1.1 and s.claimed
+    assert 1 + 3 * base.spread > 1.2
+    drifting = _rounds("b", [12.0, 14.0, 10.0, 13.5, 10.5] * 2, 0.01, seed=3)
+    assert not timing.speedup(drifting, cand).claimed
+    flat_b, flat_c = (timing.summarize(t.label, list(t.samples_ms), t.wall_ms_per_iter, t.kind) for t in (base, cand))
+    assert not timing.speedup(flat_b, flat_c).claimed
+
+
 def test_speedup_flags_implausible_ratios():
     base = _t("b", [10.0] * 20 + [10.1] * 20)
     cand = _t("c", [1.0] * 20 + [1.01] * 20)
