@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 Analyse = Callable[[Any, Any], GraphInfo]
 
 
+#: phases of a candidate's evaluation that confirming it does not repeat
+NOT_AGAIN = ("profiling", "baselines")
+
+
 class Search:
     """One optimize run: `run()` (raises OutOfBudget when the budget ends it), `confirm()`, `close()`;
     then `finalize(search)`."""
@@ -178,9 +182,13 @@ class Search:
             if not self.planner.fits(self.planner.expected_s(c, self.history), self.history):
                 raise OutOfBudget
         deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(self.best()))
-        return self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline,
-                                    history=self.history, profile_min=min(self.scfg.profile_min,
-                                                                          self.scfg.promising_host))
+        ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline,
+                                  history=self.history, profile_min=min(self.scfg.profile_min,
+                                                                        self.scfg.promising_host))
+        own = self.phases.per_candidate.get(c.id)
+        if own:
+            self.planner.again[c.id] = sum(s for name, s in own.items() if name not in NOT_AGAIN)
+        return ev
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
                         history: Sequence[Evaluation] = (), profile_min: float = 0.0) -> Evaluation:

@@ -223,7 +223,7 @@ def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner
     budget_s = planner.budget.seconds
     for e in claimed[:cfg.confirm_tries]:
         # the emitted module's own check follows: keep its time too, within the budget plus 10%
-        need = planner.cost.get(e.candidate.id, planner.avg_s()) + e.verdict.seconds
+        need = planner.confirm_s(e)
         if planner.left() + 0.1 * budget_s < need:
             msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but no time is left to confirm "
                    f"it ({need:.0f} s needed, {max(planner.left(), 0):.0f} s left): not kept")

@@ -177,6 +177,10 @@ class Planner:
         self.t0 = clock()
         self.durations: list[float] = []           # seconds per evaluation
         self.cost: dict[str, float] = {}            # candidate id -> seconds its evaluation took
+        #: candidate id -> what judging and timing it again takes (confirm_s): its evaluation's own phases, less
+        #: profiling and waiting for a baseline (a first candidate waits for the compile baseline's build: with
+        #: that and its profile, gru's 5.8x counted 42 s where its confirmation took 6 s, and was not confirmed)
+        self.again: dict[str, float] = {}
         self.baseline_check_s = 0.0                 # what building and timing one baseline cost
         self.baseline_emit_s: float | None = None   # the check of the module emitted from it, in an earlier run
         #: how long a baseline has been building in the background (None: none pending): the run's end then
@@ -205,6 +209,12 @@ class Planner:
         self.durations.append(seconds)
         self.cost[candidate_id] = seconds
 
+    def confirm_s(self, e: Evaluation) -> float:
+        """What confirming e takes (judging and timing it again) and checking the module emitted from it (its
+        verdict's time again)."""
+        cid = e.candidate.id
+        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + e.verdict.seconds
+
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
         of the module emitted from it (its verdict's time again)."""
@@ -216,7 +226,7 @@ class Planner:
             if self.baseline_emit_s is not None:        # else about 0.7-1.3 times building and timing it
                 return max(self.baseline_emit_s, extra)
             return max(self.emit_over_baseline * self.baseline_check_s, EMIT_OVER_ADMISSION * self.admission_s, extra)
-        return self.cost.get(best_now.candidate.id, self.avg_s()) + best_now.verdict.seconds + extra
+        return self.confirm_s(best_now) + extra
 
     def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:
         """What evaluating c should take: the average, or the longest earlier evaluation of its kind in this

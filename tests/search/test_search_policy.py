@@ -134,6 +134,19 @@ def test_a_baseline_building_in_the_background_keeps_time_for_itself():
     assert p.reserve_s(best) == pytest.approx(4.0 + best.verdict.seconds + 6.0)
 
 
+def test_confirming_costs_the_evaluation_without_its_profile_and_baseline_waits():
+    """The time kept for confirming the best is what judging and timing it again takes: a first candidate's
+    evaluation also waited for the compile baseline and profiled (gru: 42 s counted, 6 s to confirm), and
+    a reserve that large left a 5.8x unconfirmed with a third of the budget unspent."""
+    p = Planner(Budget(seconds=90.0), FakeClock())
+    best = timed("best", 5.8)
+    p.record("best", 42.0)
+    assert p.confirm_s(best) == pytest.approx(42.0 + best.verdict.seconds)     # nothing better known
+    p.again["best"] = 9.0
+    assert p.confirm_s(best) == pytest.approx(9.0 + best.verdict.seconds)
+    assert p.reserve_s(best) == p.confirm_s(best)
+
+
 def test_a_compiling_candidate_costs_at_least_what_the_compile_baseline_took():
     p = Planner(Budget(seconds=60.0), FakeClock())
     p.baseline_check_s, p.compile_build_s = 3.0, 27.0
