@@ -26,6 +26,7 @@ import _thread
 import dis
 import gc
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -86,7 +87,7 @@ def _execute(box: list, _set_grad=torch._C._set_grad_enabled, _failure=_failure)
         box[_ERROR] = _failure(e)
 
 
-def _run(box: list, job: Any, done: Any, _execute=_execute) -> None:
+def _run(box: list, job: Any, done: Any, _execute=_execute, _disable=gc.disable) -> None:
     """The runner thread's whole life: wait for a job, run it, say so. Parked at `job.acquire()` between jobs."""
     while True:
         job.acquire()
@@ -94,6 +95,9 @@ def _run(box: list, job: Any, done: Any, _execute=_execute) -> None:
         # what candidate code may have put in the box goes here, on this thread (the harness checks they are
         # empty before it writes a slot: an object dropped on its thread could run a weakref callback there)
         box[0] = box[1] = box[2] = box[5] = None
+        # no collection between here and the wait (the candidate may have switched gc on): after `done` is
+        # released, candidate code on this thread ends the worker (see `idle`)
+        _disable()
         done.release()
 
 
@@ -154,8 +158,22 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     parked_at = _parked_offset()
     run_code = _run.__code__
 
-    def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _at=parked_at) -> bool:
-        f = _guard[0]("sys._current_frames", _frames).get(_ident)
+    def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _at=parked_at,
+             _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal) -> bool:
+        """Whether the runner is parked in its wait. The snapshot holds a frame object of every thread's top
+        frame: one of a candidate frame that returns while it is held owns that frame's locals, and dropping it
+        here would drop them on the harness's thread (red team 12). So the snapshot, less the harness's own
+        frame and the main thread's, goes to the runner to be dropped with the next job; and candidate code
+        running on the runner once it has released `done` (only `_run`'s few steps between that release and the
+        wait may run there) ends the worker before anything is dropped."""
+        frames = _guard[0]("sys._current_frames", _frames)
+        frames.pop(_me(), None)
+        frames.pop(_main, None)
+        _trash.append(frames)
+        f = frames.get(_ident)
+        if f is not None and f.f_code is not _code:
+            _fatal("kernelgate ended the worker: candidate code ran on the runner thread after its call ended "
+                   "(the runner's lock was released early)")
         return f is not None and f.f_code is _code and f.f_back is None and f.f_lasti == _at
 
     def wait_parked(_idle=idle, _sleep=time.sleep) -> None:

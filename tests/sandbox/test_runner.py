@@ -1,0 +1,89 @@
+"""The runner thread (kernelgate/sandbox/runner.py): what the harness's wait for a job does with what it sees."""
+import _thread
+import sys
+import threading
+import time
+import weakref
+
+import pytest
+
+from kernelgate.sandbox import runner
+
+
+class Fatal(Exception):
+    pass
+
+
+def _fatal(msg):
+    raise Fatal(msg)
+
+
+def _run_locals():
+    """What candidate code on the runner can reach by walking its own stack: `_run`'s locals."""
+    f = sys._getframe()
+    while f is not None and f.f_code is not runner._run.__code__:
+        f = f.f_back
+    return f.f_locals
+
+
+def test_a_call_returns_its_result_and_a_failure_its_reply():
+    call, _, _ = runner.start(0, _fatal)
+    assert call(lambda a, b: a + b, (2, 3)) == 5
+    with pytest.raises(runner.CandidateFailure) as e:
+        call(lambda: 1 / 0)
+    assert e.value.reply["error"] == "crash" and "ZeroDivisionError" in e.value.reply["message"]
+
+
+def test_candidate_code_running_after_an_early_release_ends_the_worker():
+    """Red team 12: a job releases `done` early, so the harness polls while candidate code runs on (each poll
+    holding frame objects of its frames), and a thread it starts re-locks `done` after the runner's own release,
+    so the double release is not seen. A poll that finds candidate code on the runner ends the worker."""
+    call, _, _ = runner.start(0, _fatal)
+
+    def job():
+        done = _run_locals()["done"]
+        done.release()
+        t = time.monotonic()
+        while not done.locked() and time.monotonic() - t < 5:
+            time.sleep(0)                              # the harness holds it again
+        _thread.start_new_thread(done.acquire, ())     # re-locked after the runner's own release
+        t = time.monotonic()
+        while time.monotonic() - t < 0.3:              # candidate code still running past the end of its call
+            pass
+        return "late"
+
+    with pytest.raises(Fatal, match="after its call ended"):
+        call(job)
+
+
+def test_frames_the_harness_took_are_dropped_on_the_runner():
+    """The harness's snapshot of every thread's top frame: a frame that returns while a frame object of it is
+    held hands its locals to that object, so the snapshot must never be dropped on the harness's thread. It
+    goes to the runner with the next job: what the candidate's frame held dies there."""
+    call, _, _ = runner.start(0, _fatal)
+    runner_ident = call(_thread.get_ident)
+    died_on: list[int] = []
+
+    class X:
+        pass
+
+    def hold(x, lock):          # the only reference to x is this frame's
+        lock.acquire()
+
+    lock = threading.Lock()
+    lock.acquire()
+    x = X()
+    ref = weakref.ref(x, lambda _: died_on.append(threading.get_ident()))
+    side = threading.Thread(target=hold, args=(x, lock))
+    side.start()
+    del x
+    t = time.monotonic()
+    while sys._current_frames()[side.ident].f_code is not hold.__code__:     # hold() is waiting on the lock
+        assert time.monotonic() - t < 30
+        time.sleep(0.001)
+    call(lambda: None)                     # the harness's snapshot takes a frame object of hold()'s frame
+    lock.release()
+    side.join()                            # hold() returned while that frame object was kept: it owns x now
+    assert ref() is not None and not died_on
+    call(lambda: None)                     # the snapshot is dropped on the runner, with the next job
+    assert died_on == [runner_ident]
