@@ -356,7 +356,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             search.run()
         except OutOfBudget:
             say("budget spent")
-        search.confirm()                 # the best claimed candidate, judged and timed afresh
+        search.confirm()                 # the contenders, judged and timed afresh
     except RuntimeError as e:
         raise KernelgateError(str(e), Reason.TASK_LOAD) from e
     finally:

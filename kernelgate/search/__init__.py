@@ -36,7 +36,7 @@ from . import evaluator as evaluator_mod
 from .evaluator import Evaluator
 from .loop import Loop, progress_line
 from .phases import Phases
-from .policy import (EMIT_OVER_BASELINE, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock, OutOfBudget,
+from .policy import (EMIT_OVER_BASELINE, contender, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock, OutOfBudget,
                      Planner, SearchConfig, best, cost_kind)
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
@@ -101,7 +101,7 @@ class Search:
             self._analyse()
         self.evaluator.start_spares()                 # starts while the baselines build
         self.baselines()
-        if self.planner.left() <= self.planner.reserve_s(self.best()):
+        if self.planner.left() <= self.planner.reserve_s(contender(self.history)):
             msg = (f"the budget ({self.budget.seconds:.0f} s) was used up by the baselines (and the time kept for "
                    "the check of the emitted module); no candidate was tried (give a larger --budget)")
             self.notes.append(msg)
@@ -181,7 +181,7 @@ class Search:
             self.planner.check(self.history)
             if not self.planner.fits(self.planner.expected_s(c, self.history), self.history):
                 raise OutOfBudget
-        deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(self.best()))
+        deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(contender(self.history)))
         ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline,
                                   history=self.history, profile_min=min(self.scfg.profile_min,
                                                                         self.scfg.promising_host))
@@ -194,7 +194,7 @@ class Search:
                         history: Sequence[Evaluation] = (), profile_min: float = 0.0) -> Evaluation:
         """The confirmation calls this without `history`: the full gate, always."""
         # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
-        build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(self.best())))
+        build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(contender(self.history))))
         try:
             return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
                                                  self.scfg.variant_trials if history else 0, profile_min)
@@ -202,7 +202,7 @@ class Search:
             self._sync_baselines()
 
     def confirm(self) -> None:
-        """The best claimed candidates judged and timed afresh (evaluator.confirm)."""
+        """The contenders (the best claimed candidates, then near claims) judged and timed afresh (evaluator.confirm)."""
         self.confirm_ran = True
         self.complete_baselines()
         with self.phases.timed("confirmation", collapse=True):

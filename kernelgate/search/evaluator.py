@@ -19,7 +19,7 @@ from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
 from ..store import Store
 from .phases import Phases
-from .policy import Clock, Planner, SearchConfig, variant_anchor
+from .policy import Clock, Planner, SearchConfig, contenders, variant_anchor
 
 JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
 
@@ -213,15 +213,14 @@ def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner
             notes: list[str], say: Callable[[str], None]) -> tuple[Evaluation | None, list[dict[str, Any]]]:
     """Guard against the winner's curse: the fastest of several noisy measurements overstates its
     speedup (a host shared with other work, clock and memory-placement drift between measurements).
-    Candidates with a claimed speedup, best first, are judged again in a fresh worker and timed afresh,
+    The contenders (policy.contenders: claimed candidates, best first, then unclaimed ones at least NEAR times
+    faster in the search) are judged again in a fresh worker and timed afresh,
     interleaved with both baselines (new inputs, new plan); the first whose fresh measurement still claims
     is the result, with the fresh figures. One that does not is reported and not kept; with none confirmed
     the baseline is kept. Returns (the confirmed evaluation or None, each try's record)."""
     tries: list[dict[str, Any]] = []
-    claimed = sorted((e for e in history if e.accepted and e.speedup is not None and e.speedup.claimed),
-                     key=lambda e: -e.speedup.ratio)
     budget_s = planner.budget.seconds
-    for e in claimed[:cfg.confirm_tries]:
+    for e in contenders(history)[:cfg.confirm_tries]:
         # the emitted module's own check follows: keep its time too, within the budget plus 10%
         need = planner.confirm_s(e)
         if planner.left() + 0.1 * budget_s < need:

@@ -33,6 +33,20 @@ def test_confirmation_keeps_only_a_claim_a_fresh_measurement_repeats():
     assert any("not confirmed" in n for n in notes)
 
 
+def test_an_unclaimed_near_claim_is_confirmed_on_its_fresh_measurement_alone():
+    """A candidate accepted and at least NEAR times faster whose search measurement was too short to claim is
+    re-measured after the claimed ones; only the fresh measurement's own claim keeps it. Slower ones are never
+    tried."""
+    fresh = {"n": timed("n", 1.2), "c": timed("c", 1.01, claimed=False), "s": timed("s", 1.3)}
+    got, tries, tried, _, _ = run_confirm([timed("n", 1.18, claimed=False), timed("s", 1.03, claimed=False)], fresh)
+    assert tried == ["n"] and got.speedup == fresh["n"].speedup and tries[0]["search_ratio"] == 1.18
+    got, _, tried, _, _ = run_confirm([timed("n", 1.18, claimed=False), timed("c", 1.06)], fresh)
+    assert tried == ["c", "n"] and got.candidate.id == "n"              # the claimed one first
+    fresh["n"] = timed("n", 1.19, claimed=False)
+    got, _, tried, _, _ = run_confirm([timed("n", 1.18, claimed=False)], fresh)
+    assert tried == ["n"] and got is None                               # its fresh figure does not claim either
+
+
 def test_the_confirmed_result_keeps_the_search_profile():
     fresh = {"c": timed("c", 1.3)}
     got, *_ = run_confirm([timed("c", 1.25, insight={"bound": "memory"})], fresh)

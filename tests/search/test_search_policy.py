@@ -24,7 +24,7 @@ def test_budget_keeps_room_to_confirm_the_best():
     clock = FakeClock()
     p = Planner(Budget(seconds=100.0), clock)
     clock.t += 60                                      # 35 s left to plan (95% of 100 s)
-    history = [timed("slow", 2.0, claimed=False)]
+    history = [timed("slow", 0.9, claimed=False)]
     p.record("slow", 30.0)
     p.baseline_check_s = 2.0                           # building and timing a baseline
     p.check(history)                                   # no best: one more 30 s evaluation + 1.3 x 2 s fits
@@ -39,6 +39,10 @@ def test_budget_keeps_room_to_confirm_the_best():
     p.cost["best"] = 25.0
     with pytest.raises(OutOfBudget):                   # 17.5 s + 25 s > 35 s
         p.check(history)
+    near = [timed("slow", 0.9, claimed=False), timed("near", 1.2, claimed=False)]
+    p.record("near", 25.0)                             # an unclaimed near claim is confirmed too: its time is kept
+    with pytest.raises(OutOfBudget):
+        p.check(near)
 
 
 def test_the_candidate_limit_ends_the_search():
