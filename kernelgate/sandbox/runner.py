@@ -5,13 +5,15 @@ resolution callbacks, pytest's traceback entries: no audit event sees the walk),
 harness's stack its locals lead to the harness. So the harness (kernelgate/sandbox/worker.py) never calls
 candidate code: it hands each call (the import and construction, every forward, the profile) to this thread as a
 job, waits, and reads the result. The thread's stack under the candidate's frames is `_run` and `_execute`,
-whose locals are the job box (the function, its arguments, the result) and two locks; nothing there leads back.
+whose locals are the job's box (the function, its arguments, the result), the queue jobs arrive on and the
+`done` lock; nothing there leads back.
 
-What candidate code can do to the box or the locks (they are on its stack) buys it nothing: the harness takes
-a call as finished only when the thread is parked again in `_run`'s wait for the next job (read from the
-interpreter's own view of the thread's stack, `sys._current_frames`, not from anything the thread could
-write), so work cannot go on past the harness's clock; a release of the `done` lock by anyone else is seen
-(the lock is open when the thread parks) and ends the worker. Right after each job, before the harness reads
+What candidate code can do to the box, the queue or the lock (they are on its stack) buys it nothing: every job
+has a fresh box, and the harness never stores into one it has handed over (a store drops the slot's old value,
+which a thread of the candidate's could have set); the harness takes a call as finished only when the thread is
+parked again in `_run`'s wait for the next job (read from the interpreter's own view of the thread's stack,
+`sys._current_frames`, not from anything the thread could write), so work cannot go on past the harness's clock;
+the thread found anywhere else once `done` is released, or the lock released twice, ends the worker. Right after each job, before the harness reads
 the result, the guard's integrity check runs (kernelgate/sandbox/guard.py: nothing the harness looks up was
 rebound during the job) and gc is switched off again (a collection on the harness's thread would run the
 candidate's finalizers there).
@@ -22,6 +24,7 @@ without an audit event.
 """
 from __future__ import annotations
 
+import _queue
 import _thread
 import dis
 import gc
@@ -85,31 +88,32 @@ def _execute(box: list, _set_grad=torch._C._set_grad_enabled, _failure=_failure)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a reply
         box[_RESULT] = None
         box[_ERROR] = _failure(e)
+    fn = args = None            # dropped here, in this frame, not as it returns to `_run`
 
 
-def _run(box: list, job: Any, done: Any, _execute=_execute, _disable=gc.disable) -> None:
-    """The runner thread's whole life: wait for a job, run it, say so. Parked at `job.acquire()` between jobs."""
+def _run(jobs: Any, done: Any, _execute=_execute, _disable=gc.disable) -> None:
+    """The runner thread's whole life: wait for a job (a fresh box, through a queue), run it, say so. Parked at
+    `jobs.get()` between jobs. Nothing of a job is dropped in this frame: the box goes back to the harness, which
+    hands it to the next job's `_execute` to be dropped there."""
     while True:
-        job.acquire()
+        box = jobs.get()
         _execute(box)
-        # what candidate code may have put in the box goes here, on this thread (the harness checks they are
-        # empty before it writes a slot: an object dropped on its thread could run a weakref callback there)
-        box[0] = box[1] = box[2] = box[5] = None
         # no collection between here and the wait (the candidate may have switched gc on): after `done` is
         # released, candidate code on this thread ends the worker (see `idle`)
         _disable()
         done.release()
 
 
-def _parked_offset() -> int:
-    """The bytecode offset at which `_run` waits for a job (the call of `job.acquire`)."""
+def _call_offset(name: str) -> int:
+    """The bytecode offset in `_run` of the call of its method `name` (`get`: the wait for a job; `release`: the
+    end of one)."""
     seen = False
     for ins in dis.get_instructions(_run):
-        if ins.argval == "acquire":
+        if ins.argval == name:
             seen = True
         elif seen and ins.opname == "CALL":
             return ins.offset
-    raise RuntimeError("runner: no wait found in _run")
+    raise RuntimeError(f"runner: no call of {name} found in _run")
 
 
 def _plain_reply(error: Any) -> dict:
@@ -144,34 +148,35 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     it); the harness's last reference goes with the next job and is dropped on the runner thread, so a weakref
     callback or finalizer the candidate attached never runs on the harness's thread (where builtins such as
     `locals()`, which raise no audit event, would hand over its frame)."""
-    box: list = [None] * 6
     trash: list = []
-    job, done = _thread.allocate_lock(), _thread.allocate_lock()
-    job.acquire()
+    jobs, done = _queue.SimpleQueue(), _thread.allocate_lock()
     done.acquire()
     previous = _thread.stack_size(stack_bytes)
     try:
-        ident = _thread.start_new_thread(_run, (box, job, done))
+        ident = _thread.start_new_thread(_run, (jobs, done))
     finally:
         _thread.stack_size(previous)
     guard: list = [_plain_call, _nothing, False]          # own, integrity, enforce (set once by `arm`)
-    parked_at = _parked_offset()
+    parked_at, released_at = _call_offset("get"), _call_offset("release")
     run_code = _run.__code__
 
     def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _at=parked_at,
-             _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal) -> bool:
+             _released=released_at, _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash,
+             _fatal=fatal) -> bool:
         """Whether the runner is parked in its wait. The snapshot holds a frame object of every thread's top
         frame: one of a candidate frame that returns while it is held owns that frame's locals, and dropping it
         here would drop them on the harness's thread (red team 12). So the snapshot, less the harness's own
         frame and the main thread's, goes to the runner to be dropped with the next job; and candidate code
         running on the runner once it has released `done` (only `_run`'s few steps between that release and the
-        wait may run there) ends the worker before anything is dropped."""
+        wait may run there) ends the worker before anything is dropped: a frame of the candidate's on top, or
+        `_run` anywhere between its wait and its release (in `_execute`, or in a C callable the candidate made
+        run there: red team 13)."""
         frames = _guard[0]("sys._current_frames", _frames)
         frames.pop(_me(), None)
         frames.pop(_main, None)
         _trash.append(frames)
         f = frames.get(_ident)
-        if f is not None and f.f_code is not _code:
+        if f is not None and (f.f_code is not _code or _at < f.f_lasti < _released):
             _fatal("kernelgate ended the worker: candidate code ran on the runner thread after its call ended "
                    "(the runner's lock was released early)")
         return f is not None and f.f_code is _code and f.f_back is None and f.f_lasti == _at
@@ -185,19 +190,17 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard) -> None:
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
 
-    def call(fn: Any, args: Any = (), grad: bool = False, _box=box, _job=job, _done=done, _idle=idle,
+    def call(fn: Any, args: Any = (), grad: bool = False, _put=jobs.put, _done=done, _idle=idle,
              _wait=wait_parked, _guard=guard, _fatal=fatal, _isenabled=gc.isenabled, _disable=gc.disable,
              _tuple=tuple, _type=type, _Failure=CandidateFailure, _plain=_plain_reply, _trash=trash) -> Any:
         if not _idle():
             _fatal("kernelgate ended the worker: the runner thread was busy before a call (candidate code "
                    "kept running after its call ended)")
-        if not (_box[0] is None and _box[1] is None and _box[2] is None and _box[3] is None and _box[4] is None
-                and _box[5] is None):
-            _fatal("kernelgate ended the worker: the runner's job box was written after its job ended")
-        _box[0], _box[1], _box[2], _box[3], _box[4] = fn, (args if _type(args) is _tuple else _tuple(args)), grad, None, None
-        _box[5] = _tuple(_trash)
+        # a fresh box: the harness never stores into a list candidate code can reach (a store drops the slot's
+        # old value, which a thread of the candidate's could have set just before it: red team 13)
+        box = [fn, args if _type(args) is _tuple else _tuple(args), grad, None, None, _tuple(_trash)]
         _trash.clear()
-        _job.release()
+        _put(box)
         _done.acquire()
         _wait()                         # the job is over only when the thread is parked again
         if not _done.locked():
@@ -208,10 +211,8 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         why = _guard[1]()
         if why and _guard[2]:
             _fatal("kernelgate ended the worker: " + why)
-        if not (_box[0] is None and _box[1] is None and _box[2] is None and _box[5] is None):
-            _fatal("kernelgate ended the worker: candidate code wrote the runner's job box as its job ended")
-        result, error = _box[3], _box[4]
-        _box[3] = _box[4] = None
+        result, error = box[3], box[4]
+        _trash.append(box)              # dropped on the runner, with what candidate code may have put in it
         if error is not None:
             _trash.append(error)
             raise _Failure(_plain(error))

@@ -87,3 +87,30 @@ def test_frames_the_harness_took_are_dropped_on_the_runner():
     assert ref() is not None and not died_on
     call(lambda: None)                     # the snapshot is dropped on the runner, with the next job
     assert died_on == [runner_ident]
+
+
+def test_the_harness_never_stores_into_a_box_candidate_code_can_reach():
+    """Red team 13: a thread of the candidate's wrote a box slot between the harness's check that it was empty and
+    its store, and the store dropped the object on the harness's thread. Every job now has a fresh box that the
+    harness never writes once handed over: what candidate code leaves in an old box dies on the runner."""
+    call, _, _ = runner.start(0, _fatal)
+    runner_ident = call(_thread.get_ident)
+    boxes = []
+    call(lambda: boxes.append(_run_locals()["box"]))
+    died_on: list[int] = []
+
+    class X:
+        pass
+
+    x = X()
+    ref = weakref.ref(x, lambda _: died_on.append(threading.get_ident()))
+    old = boxes.pop()
+    for i in range(6):
+        old[i] = x if i == 0 else old[i]          # as a thread of the candidate's would, after the job ended
+    del x, old
+    # a fresh box; the old one, handed back with this job, dies on the runner (once `_run`'s locals are read
+    # again: reading them kept a reference, as it would for candidate code)
+    call(_run_locals)
+    assert died_on == [runner_ident]
+    assert ref() is None
+    assert call(lambda: _run_locals()["box"]) is not call(lambda: _run_locals()["box"])
