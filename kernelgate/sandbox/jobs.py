@@ -17,11 +17,18 @@ import torch
 
 from ..workload import import_file
 from .runner import BuildFailure, _first_line
-from .sensors import _CANDIDATE_MODULE
+from .sensors import _CANDIDATE_MODULE, numerics_flags
 
 
 def nothing() -> None:
     """A job that only carries the harness's disposals to the runner (runner.py, `dispose`)."""
+
+
+def flags() -> tuple:
+    """The numerics flags as the candidate's code sees them (torch's thread count is per thread), as a tuple of
+    (name, value) pairs: a thread of the candidate's can edit a dict the harness is reading (red team 14), not a
+    tuple."""
+    return tuple(numerics_flags().items())
 
 
 def prime(device: str) -> None:

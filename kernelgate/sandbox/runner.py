@@ -4,16 +4,19 @@ Python hands frames to whoever asks for them through library code that walks `f_
 resolution callbacks, pytest's traceback entries: no audit event sees the walk), and from a frame on the
 harness's stack its locals lead to the harness. So the harness (kernelgate/sandbox/worker.py) never calls
 candidate code: it hands each call (the import and construction, every forward, the profile) to this thread as a
-job, waits, and reads the result. The thread's stack under the candidate's frames is `_run` and `_execute`,
-whose locals are the job's box (the function, its arguments, the result), the queue jobs arrive on and the
-`done` lock; nothing there leads back.
+job, waits, and reads the result. The thread's loop is C alone (a deque consuming a map of `_execute` over the
+job queue's `get`): under the candidate's frames its stack is `_execute`, whose locals are the job's box (the
+function, its arguments, the result) and the `done` lock; nothing there leads back, and no frame holds the
+queue (red team 14 took the harness's jobs from it when a Python loop held it).
 
-What candidate code can do to the box, the queue or the lock (they are on its stack) buys it nothing: every job
-has a fresh box, and the harness never stores into one it has handed over (a store drops the slot's old value,
-which a thread of the candidate's could have set); the harness takes a call as finished only when the thread is
-parked again in `_run`'s wait for the next job (read from the interpreter's own view of the thread's stack,
-`sys._current_frames`, not from anything the thread could write), so work cannot go on past the harness's clock;
-the thread found anywhere else once `done` is released, or the lock released twice, ends the worker. Right after each job, before the harness reads
+What candidate code can do to the box or the lock (they are on its stack) buys it nothing: every job has a fresh
+box, and the harness never stores into one it has handed over (a store drops the slot's old value, which a
+thread of the candidate's could have set: red team 13), and what it reads from one goes to the runner to be
+dropped; the harness takes a call as finished only when the thread is parked again in the queue's wait, with no
+Python frame (read from the interpreter's own view of the threads' stacks, `sys._current_frames`, not from
+anything the thread could write), so work cannot go on past the harness's clock; the thread found anywhere but
+past `_execute`'s release once `done` is released, a box the runner never took, or the lock released twice,
+ends the worker. Right after each job, before the harness reads
 the result, the guard's integrity check runs (kernelgate/sandbox/guard.py: nothing the harness looks up was
 rebound during the job) and gc is switched off again (a collection on the harness's thread would run the
 candidate's finalizers there).
@@ -26,8 +29,11 @@ from __future__ import annotations
 
 import _queue
 import _thread
+import collections
 import dis
+import functools
 import gc
+import itertools
 import sys
 import threading
 import time
@@ -78,42 +84,36 @@ def _failure(e: BaseException) -> dict:
         return {"error": "crash", "message": "the candidate raised an exception that could not be described"}
 
 
-def _execute(box: list, _set_grad=torch._C._set_grad_enabled, _failure=_failure) -> None:
-    box[_TRASH] = None          # the last references to what the harness disposed of: dropped on this thread
-    fn, args = box[_FN], box[_ARGS]
-    box[_FN] = box[_ARGS] = None
+def _execute(box: list, done: Any, _set_grad=torch._C._set_grad_enabled, _failure=_failure, _bool=bool,
+             _Base=BaseException, _disable=gc.disable) -> None:
+    """One job, then `done` released. Called by the runner's loop, which is C alone (`start`): under the
+    candidate's frames this frame is the only one, and the queue jobs come through is in none."""
+    # the box's slots (module constants, written out: this frame looks up no global the candidate could rebind)
+    box[5] = None               # _TRASH: the last references to what the harness disposed of, dropped here
+    fn, args = box[0], box[1]   # _FN, _ARGS
+    box[0] = box[1] = None
     try:
-        _set_grad(bool(box[_GRAD]))
-        box[_RESULT] = fn(*args)
-    except BaseException as e:  # noqa: BLE001 - every failure becomes a reply
-        box[_RESULT] = None
-        box[_ERROR] = _failure(e)
-    fn = args = None            # dropped here, in this frame, not as it returns to `_run`
-
-
-def _run(jobs: Any, done: Any, _execute=_execute, _disable=gc.disable) -> None:
-    """The runner thread's whole life: wait for a job (a fresh box, through a queue), run it, say so. Parked at
-    `jobs.get()` between jobs. Nothing of a job is dropped in this frame: the box goes back to the harness, which
-    hands it to the next job's `_execute` to be dropped there."""
-    while True:
-        box = jobs.get()
-        _execute(box)
-        # no collection between here and the wait (the candidate may have switched gc on): after `done` is
-        # released, candidate code on this thread ends the worker (see `idle`)
-        _disable()
-        done.release()
+        _set_grad(_bool(box[2]))                # _GRAD
+        box[3] = fn(*args)                      # _RESULT
+    except _Base as e:          # noqa: BLE001 - every failure becomes a reply
+        box[3] = None
+        box[4] = _failure(e)                    # _ERROR
+    fn = args = None            # dropped here, in this frame
+    # no collection between here and the wait (the candidate may have switched gc on): after `done` is
+    # released, candidate code on this thread ends the worker (see `idle`)
+    _disable()
+    done.release()
 
 
 def _call_offset(name: str) -> int:
-    """The bytecode offset in `_run` of the call of its method `name` (`get`: the wait for a job; `release`: the
-    end of one)."""
+    """The bytecode offset in `_execute` of the call of its method `name` (`release`: the end of a job)."""
     seen = False
-    for ins in dis.get_instructions(_run):
+    for ins in dis.get_instructions(_execute):
         if ins.argval == name:
             seen = True
         elif seen and ins.opname == "CALL":
             return ins.offset
-    raise RuntimeError(f"runner: no call of {name} found in _run")
+    raise RuntimeError(f"runner: no call of {name} found in _execute")
 
 
 def _plain_reply(error: Any) -> dict:
@@ -151,35 +151,39 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     trash: list = []
     jobs, done = _queue.SimpleQueue(), _thread.allocate_lock()
     done.acquire()
+    # the thread's loop is C alone: parked in `jobs.get()` it has no Python frame, and the queue is held by
+    # nothing a frame can reach (red team 14 took the harness's jobs from a queue on the loop's frame)
+    loop = functools.partial(collections.deque, map(_execute, iter(jobs.get, None), itertools.repeat(done)), 0)
     previous = _thread.stack_size(stack_bytes)
     try:
-        ident = _thread.start_new_thread(_run, (jobs, done))
+        ident = _thread.start_new_thread(loop, ())
     finally:
         _thread.stack_size(previous)
+    del loop
     guard: list = [_plain_call, _nothing, False]          # own, integrity, enforce (set once by `arm`)
-    parked_at, released_at = _call_offset("get"), _call_offset("release")
-    run_code = _run.__code__
+    released_at = _call_offset("release")
+    run_code = _execute.__code__
 
-    def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _at=parked_at,
-             _released=released_at, _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash,
-             _fatal=fatal) -> bool:
-        """Whether the runner is parked in its wait. The snapshot holds a frame object of every thread's top
-        frame: one of a candidate frame that returns while it is held owns that frame's locals, and dropping it
-        here would drop them on the harness's thread (red team 12). So the snapshot, less the harness's own
-        frame and the main thread's, goes to the runner to be dropped with the next job; and candidate code
-        running on the runner once it has released `done` (only `_run`'s few steps between that release and the
-        wait may run there) ends the worker before anything is dropped: a frame of the candidate's on top, or
-        `_run` anywhere between its wait and its release (in `_execute`, or in a C callable the candidate made
-        run there: red team 13)."""
+    def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _released=released_at,
+             _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal) -> bool:
+        """Whether the runner is parked in its wait: it has no Python frame (its loop is C). The snapshot holds
+        a frame object of every thread's top frame: one of a candidate frame that returns while it is held owns
+        that frame's locals, and dropping it here would drop them on the harness's thread (red team 12). So the
+        snapshot, less the harness's own frame and the main thread's, goes to the runner to be dropped with the
+        next job; and once `done` is released, the runner found anywhere but the last steps of `_execute` (past
+        its release) ends the worker before anything is dropped: a frame of the candidate's on top, or
+        `_execute` before its release (candidate code that released `done` early)."""
         frames = _guard[0]("sys._current_frames", _frames)
         frames.pop(_me(), None)
         frames.pop(_main, None)
         _trash.append(frames)
         f = frames.get(_ident)
-        if f is not None and (f.f_code is not _code or _at < f.f_lasti < _released):
+        if f is None:
+            return True
+        if f.f_code is not _code or f.f_back is not None or f.f_lasti < _released:
             _fatal("kernelgate ended the worker: candidate code ran on the runner thread after its call ended "
                    "(the runner's lock was released early)")
-        return f is not None and f.f_code is _code and f.f_back is None and f.f_lasti == _at
+        return False
 
     def wait_parked(_idle=idle, _sleep=time.sleep) -> None:
         while not _idle():
@@ -211,8 +215,14 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         why = _guard[1]()
         if why and _guard[2]:
             _fatal("kernelgate ended the worker: " + why)
+        if box[0] is not None:          # never taken by the runner (`done` released by someone else)
+            _fatal("kernelgate ended the worker: a call ended before the runner took it (candidate code released "
+                   "the runner's lock)")
         result, error = box[3], box[4]
-        _trash.append(box)              # dropped on the runner, with what candidate code may have put in it
+        # dropped on the runner, with what candidate code may have put in them (a thread of the candidate's can
+        # empty the box once the harness has read it, leaving the harness's reference the last: red team 14)
+        _trash.append(box)
+        _trash.append(result)
         if error is not None:
             _trash.append(error)
             raise _Failure(_plain(error))

@@ -90,11 +90,11 @@ class Harness:
         is per thread), plain values only."""
         if self.call is None:
             return numerics_flags()
-        flags = self.call(numerics_flags)
-        plain = (bool, int, str)
-        if type(flags) is not dict or not all(type(k) is str and type(v) in plain for k, v in flags.items()):
+        pairs = self.call(jobs.flags)
+        if type(pairs) is not tuple or not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str
+                                               and type(p[1]) in (bool, int, str) for p in pairs):
             return {"unreadable": "flags"}
-        return dict(flags)
+        return dict(pairs)
 
     def sync(self) -> None:
         if self.device.startswith("cuda"):

@@ -40,7 +40,8 @@ def test_a_lookup_is_caught_by_the_check():
     assert any(ins.opname in LOOKUPS for c in inner for ins in dis.get_instructions(c))
 
 
-def test_the_runner_loop_binds_what_it_calls():
-    """`_run` parks and runs jobs with what it was given: its one call besides the locks is a default argument."""
-    names = [ins.argval for ins in dis.get_instructions(runner._run) if ins.opname in LOOKUPS]
+def test_the_runner_binds_what_it_calls():
+    """`_execute` runs jobs with what it was given: what it calls besides the job and the lock are default
+    arguments."""
+    names = [ins.argval for ins in dis.get_instructions(runner._execute) if ins.opname in LOOKUPS]
     assert names == [], names

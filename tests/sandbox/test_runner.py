@@ -19,10 +19,12 @@ def _fatal(msg):
 
 
 def _run_locals():
-    """What candidate code on the runner can reach by walking its own stack: `_run`'s locals."""
+    """What candidate code on the runner can reach by walking its own stack: the runner's frame's locals
+    (`_execute`'s: the box and the `done` lock; the loop under it is C)."""
     f = sys._getframe()
-    while f is not None and f.f_code is not runner._run.__code__:
+    while f is not None and f.f_code is not runner._execute.__code__:
         f = f.f_back
+    assert f.f_back is None
     return f.f_locals
 
 
@@ -108,9 +110,21 @@ def test_the_harness_never_stores_into_a_box_candidate_code_can_reach():
     for i in range(6):
         old[i] = x if i == 0 else old[i]          # as a thread of the candidate's would, after the job ended
     del x, old
-    # a fresh box; the old one, handed back with this job, dies on the runner (once `_run`'s locals are read
-    # again: reading them kept a reference, as it would for candidate code)
-    call(_run_locals)
+    call(lambda: None)                            # a fresh box; the old one, handed back with it, dies on the runner
     assert died_on == [runner_ident]
     assert ref() is None
     assert call(lambda: _run_locals()["box"]) is not call(lambda: _run_locals()["box"])
+
+
+def test_no_frame_on_the_runner_holds_the_job_queue():
+    """Red team 14 took the harness's jobs from the queue, found on the runner loop's frame. The loop is C: under
+    a job's frames there is `_execute` alone, and nothing in its locals is the queue."""
+    call, _, _ = runner.start(0, _fatal)
+
+    def job():
+        f = sys._getframe(1)
+        return f.f_code is runner._execute.__code__, f.f_back is None, sorted(
+            type(v).__name__ for v in f.f_locals.values())
+
+    top, bottom, kinds = call(job)
+    assert top and bottom and "SimpleQueue" not in kinds and "lock" in kinds
