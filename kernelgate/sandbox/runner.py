@@ -105,15 +105,15 @@ def _execute(box: list, done: Any, _set_grad=torch._C._set_grad_enabled, _failur
     done.release()
 
 
-def _call_offset(name: str) -> int:
-    """The bytecode offset in `_execute` of the call of its method `name` (`release`: the end of a job)."""
-    seen = False
+def _load_offset(name: str) -> int:
+    """The bytecode offset in `_execute` of the load of its method `name` (`release`: the end of a job). The
+    load, not the call: on Python 3.11 a specialised PRECALL makes the call itself, and the thread can give up
+    the interpreter with its frame still there, before the CALL instruction (a poll then, with `done` released
+    honestly, once ended the worker)."""
     for ins in dis.get_instructions(_execute):
-        if ins.argval == name:
-            seen = True
-        elif seen and ins.opname == "CALL":
+        if ins.argval == name and ins.opname in ("LOAD_METHOD", "LOAD_ATTR"):
             return ins.offset
-    raise RuntimeError(f"runner: no call of {name} found in _execute")
+    raise RuntimeError(f"runner: no load of {name} found in _execute")
 
 
 def _plain_reply(error: Any) -> dict:
@@ -161,7 +161,7 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         _thread.stack_size(previous)
     del loop
     guard: list = [_plain_call, _nothing, False]          # own, integrity, enforce (set once by `arm`)
-    released_at = _call_offset("release")
+    released_at = _load_offset("release")
     run_code = _execute.__code__
 
     def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _released=released_at,

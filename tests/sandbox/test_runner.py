@@ -128,3 +128,18 @@ def test_no_frame_on_the_runner_holds_the_job_queue():
 
     top, bottom, kinds = call(job)
     assert top and bottom and "SimpleQueue" not in kinds and "lock" in kinds
+
+
+def test_an_honest_call_is_never_taken_for_an_early_release_under_fast_thread_switches():
+    """The runner gives up the interpreter wherever a switch is due; with `done` released by its own `release`
+    call, a poll may find its frame on that call's first instruction (Python 3.11's specialised PRECALL makes
+    the call before the CALL instruction). Red team 15 saw honest-looking calls end the worker so, with a
+    1 us switch interval."""
+    call, _, _ = runner.start(0, _fatal)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(2000):
+            call(lambda: None)
+    finally:
+        sys.setswitchinterval(old)
