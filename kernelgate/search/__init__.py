@@ -188,6 +188,7 @@ class Search:
         own = self.phases.per_candidate.get(c.id)
         if own:
             self.planner.again[c.id] = sum(s for name, s in own.items() if name not in NOT_AGAIN)
+            self.planner.timing_s[c.id] = own.get("timing", 0.0)
         return ev
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,

@@ -19,7 +19,7 @@ from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
 from ..store import Store
 from .phases import Phases
-from .policy import Clock, Planner, SearchConfig, contenders, variant_anchor
+from .policy import CONFIRM_ROUNDS, Clock, Planner, SearchConfig, contenders, variant_anchor
 
 JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
 
@@ -230,7 +230,8 @@ def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner
             say(msg)
             break
         say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
-        fresh = judge_and_time(e.candidate, cfg.confirm_timing or cfg.timing, profile=False,
+        tcfg = cfg.confirm_timing or replace(cfg.timing, rounds=CONFIRM_ROUNDS * cfg.timing.rounds)
+        fresh = judge_and_time(e.candidate, tcfg, profile=False,
                                deadline=planner.at(1.05, e.verdict.seconds))
         sp = fresh.speedup
         ok = fresh.accepted and sp is not None and sp.claimed

@@ -37,9 +37,9 @@ class SearchConfig:
     promising: float = 0.97               # refine only on a candidate at least this fast relative to the baseline
     promising_host: float = 0.6           # ... or this fast when launch- or latency-bound (graph capture may pay)
     confirm_tries: int = 2                # contenders re-judged and re-timed afresh at the end, best first
-    #: the confirmation's timing (None: the search's, a fresh plan): more rounds than the search's, since its
-    #: claim rule's noise is the spread of the rounds' medians (attention on the H200: 5 rounds, a 10.9% spread)
-    confirm_timing: TimingConfig | None = TimingConfig(warmup_ms=200.0, rounds=10, iters=10, batch_s=BATCH_S)
+    #: the confirmation's timing (None: the search's with CONFIRM_ROUNDS times its rounds, a fresh plan: the claim
+    #: rule's noise is the spread of the rounds' medians; attention on the H200: 5 rounds, a 10.9% spread)
+    confirm_timing: TimingConfig | None = None
     timing: TimingConfig = TimingConfig(warmup_ms=200.0, rounds=5, iters=10, batch_s=BATCH_S)
     profile: bool = True                  # profile accepted candidates (bottleneck line, fingerprint)
     shares: tuple[tuple[str, int], ...] = ()     # proposer name -> candidates asked of it per generation
@@ -58,6 +58,7 @@ class SearchConfig:
 
 
 PLAN_SHARE = 0.95          # share of the budget the search plans to use
+CONFIRM_ROUNDS = 2         # the confirmation times this many times the search's rounds (SearchConfig.confirm_timing)
 
 
 class OutOfBudget(Exception):
@@ -203,6 +204,7 @@ class Planner:
         #: profiling and waiting for a baseline (a first candidate waits for the compile baseline's build: with
         #: that and its profile, gru's 5.8x counted 42 s where its confirmation took 6 s, and was not confirmed)
         self.again: dict[str, float] = {}
+        self.timing_s: dict[str, float] = {}        # candidate id -> its measurement's seconds (in `again`)
         self.baseline_check_s = 0.0                 # what building and timing one baseline cost
         self.baseline_emit_s: float | None = None   # the check of the module emitted from it, in an earlier run
         #: how long a baseline has been building in the background (None: none pending): the run's end then
@@ -235,7 +237,8 @@ class Planner:
         """What confirming e takes (judging and timing it again) and checking the module emitted from it (its
         verdict's time again)."""
         cid = e.candidate.id
-        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + e.verdict.seconds
+        longer = (CONFIRM_ROUNDS - 1) * self.timing_s.get(cid, 0.0)     # its measurement has more rounds
+        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + longer + e.verdict.seconds
 
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check

@@ -148,6 +148,8 @@ def test_confirming_costs_the_evaluation_without_its_profile_and_baseline_waits(
     assert p.confirm_s(best) == pytest.approx(42.0 + best.verdict.seconds)     # nothing better known
     p.again["best"] = 9.0
     assert p.confirm_s(best) == pytest.approx(9.0 + best.verdict.seconds)
+    p.timing_s["best"] = 2.0                           # its measurement, timed again with twice the rounds
+    assert p.confirm_s(best) == pytest.approx(9.0 + 2.0 + best.verdict.seconds)
     assert p.reserve_s(best) == p.confirm_s(best)
 
 
