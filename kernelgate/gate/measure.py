@@ -120,10 +120,10 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                 b = s.time_batch(tag, plan, null=label == HARNESS)
                 kept = b.walls_ms[lead:]
                 walls[label] += kept
-                if kept and label in batches:
-                    batches[label].append(len(kept))
                 if kept:
                     per_iter[label] = sum(kept) / len(kept) / 1e3
+                    if label in batches:
+                        batches[label].append(len(kept))
                 inproc[label] += b.samples_ms[lead:]
                 if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
                     s.recheck(b, [secret.randrange(len(plan))], pool, scalable)

@@ -44,9 +44,8 @@ import torch
 
 from ..errors import KernelgateError
 
-# the job box, a list (its item access cannot be redefined):
-# [function, arguments, grad enabled, result, error, what the harness hands back to be dropped here]
-_FN, _ARGS, _GRAD, _RESULT, _ERROR, _TRASH = range(6)
+# the job box, a fresh list per job (its item access cannot be redefined), by slot:
+# 0 function, 1 arguments, 2 grad enabled, 3 result, 4 error, 5 what the harness hands back to be dropped here
 
 
 class CandidateFailure(Exception):
@@ -88,16 +87,16 @@ def _execute(box: list, done: Any, _set_grad=torch._C._set_grad_enabled, _failur
              _Base=BaseException, _disable=gc.disable) -> None:
     """One job, then `done` released. Called by the runner's loop, which is C alone (`start`): under the
     candidate's frames this frame is the only one, and the queue jobs come through is in none."""
-    # the box's slots (module constants, written out: this frame looks up no global the candidate could rebind)
-    box[5] = None               # _TRASH: the last references to what the harness disposed of, dropped here
-    fn, args = box[0], box[1]   # _FN, _ARGS
+    # the box's slots by number (the layout above): this frame looks up no global the candidate could rebind
+    box[5] = None               # the last references to what the harness disposed of, dropped here
+    fn, args = box[0], box[1]
     box[0] = box[1] = None
     try:
-        _set_grad(_bool(box[2]))                # _GRAD
-        box[3] = fn(*args)                      # _RESULT
+        _set_grad(_bool(box[2]))
+        box[3] = fn(*args)
     except _Base as e:          # noqa: BLE001 - every failure becomes a reply
         box[3] = None
-        box[4] = _failure(e)                    # _ERROR
+        box[4] = _failure(e)
     fn = args = None            # dropped here, in this frame
     # no collection between here and the wait (the candidate may have switched gc on): after `done` is
     # released, candidate code on this thread ends the worker (see `idle`)

@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 Analyse = Callable[[Any, Any], GraphInfo]
 
 
-#: phases of a candidate's evaluation that confirming it does not repeat
-NOT_AGAIN = ("profiling", "baselines")
+#: phases of a candidate's evaluation that confirming it does not repeat (a wait for the baselines is no
+#: candidate's phase: Evaluator.complete_baselines times it outside any candidate)
+NOT_AGAIN = ("profiling",)
 
 
 class Search:
