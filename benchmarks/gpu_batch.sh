@@ -6,6 +6,9 @@
 #                                          # then bf16 attention and int8 requantization (low precision)
 #   LIMIT=583 bash benchmarks/gpu_batch.sh suite-all   # 2 GPUs: all 12 workloads, 6 per GPU (~9 min)
 #   bash benchmarks/gpu_batch.sh trust       # 1 GPU, ~7 min: the exploit corpus's GPU cases, then the GPU tests
+#   bash benchmarks/gpu_batch.sh honest      # 1 GPU, ~6 min: the corpus's GPU cases, honest compile/Triton/SDPA
+#                                            # candidates through verify, SDPA's NaN/Inf pattern per backend
+#   bash benchmarks/gpu_batch.sh gputests    # 1 GPU, ~5 min: the GPU tests alone
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
@@ -66,12 +69,18 @@ case "${1:-}" in
     trust) timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
                > "$OUT/corpus_gpu.txt" 2>&1
            timeout 390 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
+    honest) timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
+               > "$OUT/corpus_gpu.txt" 2>&1
+            timeout 300 python benchmarks/diag_gpu_honest.py --out "$OUT/honest_gpu.json" > "$OUT/honest_gpu.txt" 2>&1
+            timeout 90 python benchmarks/diag_sdpa_nonfinite.py --out "$OUT/sdpa_nonfinite.json" \
+               > "$OUT/sdpa_nonfinite.txt" 2>&1 ;;
+    gputests) timeout 560 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     memory) timeout "${LIMIT:-580}" python benchmarks/memory_h200.py "${DEV:?set DEV}" --skip "${SKIP:-0}" \
                --largest "${N:-5}" --budget "${BUDGET:-90}" --out "$OUT/memory_part.json" > "$OUT/memory.txt" 2>&1 ;;
     lean) timeout 370 python benchmarks/diag_lean.py "${DEV:?set DEV}" --file benchmarks/suite/attention.py \
               --only "48_Mean*" --only "19_ReLU*" --timeout 150 --out "$OUT/lean.json" > "$OUT/lean.txt" 2>&1
           timeout 170 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|memory|lean|window" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

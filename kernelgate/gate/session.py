@@ -7,6 +7,7 @@ import contextlib
 import json
 import secrets
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
@@ -153,12 +154,31 @@ class Session:
                                               torch.Generator().manual_seed(0))
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:
-            self.call(xs)
+            self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:
             self.fail(f.reason, "isolation", f.message)
+        if self.worker.locked:
+            self.threads_after_lockdown()
+        # read in the worker only now: with no thread of the candidate's left, nothing the harness reads can change
+        # under it (kernelgate/sandbox/worker.py, op_build)
+        self.request({"op": "observe"}, self.cfg.call_timeout, "build")
         self.checks.append(Check("isolation", True, "; ".join(self.worker.protections) or "none reported"))
+
+    def threads_after_lockdown(self, wait_s: float = 2.0) -> None:
+        """After the lockdown no thread can start (isolation._lockdown_program), so one of the candidate's that is
+        still alive could only be there to run beside the harness: the worker's OS threads (read from /proc) may
+        be no more than before the candidate's import. Threads winding down (a compiler's pool) get `wait_s`."""
+        if not self.os_threads0:
+            return
+        deadline = time.monotonic() + wait_s
+        while (now := self.worker.os_threads()) > self.os_threads0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if now > self.os_threads0:
+            self.fail(Reason.THREADS, "threads", f"{now - self.os_threads0} thread(s) of the worker's alive at the end "
+                      f"of the build that were not there before the candidate's import ({self.os_threads0} -> {now}); "
+                      "a candidate may not leave threads running beside the gate's own")
 
     def call(self, xs: list[Any]) -> dict:
         """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""

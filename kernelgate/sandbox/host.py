@@ -373,7 +373,7 @@ class Worker:
         self.frozen = False
 
     def lockdown(self, timeout: float = 60.0) -> None:
-        """After the build: no new processes. Kills the worker's descendants (build-time children such as
+        """After the build: no new processes or threads. Kills the worker's descendants (build-time children such as
         compilers), has the worker install a seccomp filter on every thread that refuses fork, vfork, clone of
         a process, exec and setting a signal's action (isolation._lockdown_program), then checks from /proc that
         every thread gained a filter (the reply proves nothing: a candidate can replace the op) and kills
@@ -401,7 +401,7 @@ class Worker:
                                 f"NoNewPrivs {status.get('NoNewPrivs')}, Seccomp {status.get('Seccomp')}")
         self._kill_tree(include_root=False)          # anything forked before the filter took effect
         self.locked = True
-        self.protections += ("no new processes after build, no signal handler changes (seccomp, " + (
+        self.protections += ("no new processes after build, no signal handler changes, no new threads (seccomp, " + (
             "verified from /proc)" if counted else "verified from /proc; filter count not shown by this kernel)"
             if visible else "unverified: this kernel's /proc shows no seccomp state)"),)
 

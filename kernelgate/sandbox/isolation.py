@@ -270,8 +270,8 @@ def _base_program(signals: bool) -> bytes:
 
 
 def _lockdown_program() -> bytes:
-    """No fork, vfork, clone without CLONE_THREAD (EPERM), clone3 (ENOSYS: glibc falls back to clone for
-    threads), execve/execveat (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
+    """No fork, vfork, clone without CLONE_THREAD (EPERM), no new thread (clone with CLONE_THREAD: EAGAIN), clone3
+    (ENOSYS: glibc falls back to clone), execve/execveat (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
     allowed): no signal handler changes from here on, Python's (`signal.signal` calls sigaction before it
     records the handler, so a refused call records none) or native code's."""
     prog = _prologue()
@@ -279,8 +279,10 @@ def _lockdown_program() -> bytes:
         if name in _NR:
             prog += _block(_NR[name], [_ret(_err(errno.EPERM))])
     prog += _block(_NR["clone3"], [_ret(_err(errno.ENOSYS))])
+    # no thread either (EAGAIN, what a thread limit gives): the judge has seen that none of the candidate's is
+    # left at the lockdown, so nothing of the candidate's runs beside the harness from here on
     prog += _block(_NR["clone"], [_LD_ARG0, _ins(_JSET_K, 1, 0, CLONE_THREAD), _ret(_err(errno.EPERM)),
-                                  _ret(_RET_ALLOW)])
+                                  _ret(_err(errno.EAGAIN))])
     # act (the second argument, a 64-bit pointer) non-NULL in either half: refused
     prog += _block(_NR["rt_sigaction"], [_LD_ARG1, _ins(_JEQ_K, 0, 2, 0), _LD_ARG1_HI, _ins(_JEQ_K, 1, 0, 0),
                                          _ret(_err(errno.EPERM)), _ret(_RET_ALLOW)])

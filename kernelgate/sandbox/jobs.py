@@ -39,6 +39,10 @@ def prime(device: str) -> None:
         torch.cuda.set_device(torch.device(device).index or 0)
     torch.ones(4, device=device).sum().item()
     (torch.ones(1 << 20) + 1).sum().item()      # the intra-op pool this thread's parallel regions use
+    # the profiler's own thread, which it starts on first use: no thread can start after the lockdown
+    from torch.profiler import ProfilerActivity, profile as _profile
+    with _profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(4).sum()
 
 
 def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: int, device: str,

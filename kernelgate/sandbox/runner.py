@@ -139,14 +139,18 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     """Start the runner thread (at the worker's prime, before any candidate code exists and before the judge
     counts the process's threads) and return (call, arm, dispose).
 
-    `call(fn, args, grad=False)` runs fn(*args) there and returns its result, or raises CandidateFailure with the
-    error reply. `arm(own, integrity, enforce)`, once, when the guard is installed: `own` is the guard's exemption
+    `call(fn, args, grad=False, drop=False)` runs fn(*args) there and returns its result, or raises CandidateFailure
+    with the error reply; with `drop`, the job first drops what was disposed of. `arm(own, integrity, enforce)`, once, when the guard is installed: `own` is the guard's exemption
     for the harness's own sys._current_frames (kernelgate/sandbox/audit.py), `integrity` its check after each job;
     enforcing, a failed check or a lock released by someone else ends the worker through `fatal`.
     `dispose(obj)`: the harness is done with obj (anything the candidate was given or returned, and what holds
-    it); the harness's last reference goes with the next job and is dropped on the runner thread, so a weakref
-    callback or finalizer the candidate attached never runs on the harness's thread (where builtins such as
-    `locals()`, which raise no audit event, would hand over its frame)."""
+    it); the harness's reference goes with the next job called with `drop` and is dropped on the runner thread, so
+    a weakref callback or finalizer the candidate attached never runs on the harness's thread (where builtins such
+    as `locals()`, which raise no audit event, would hand over its frame). The harness drops only where no frame
+    of its own still refers to what was disposed of (the end of a request, the next call of a loop): a job in
+    the middle of a request that dropped the trash would leave a local of the harness's the last reference,
+    to die on the harness's thread when its frame ends (a returned tensor with a weakref callback did, in
+    Harness.op_call)."""
     trash: list = []
     jobs, done = _queue.SimpleQueue(), _thread.allocate_lock()
     done.acquire()
@@ -193,7 +197,7 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard) -> None:
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
 
-    def call(fn: Any, args: Any = (), grad: bool = False, _put=jobs.put, _done=done, _idle=idle,
+    def call(fn: Any, args: Any = (), grad: bool = False, drop: bool = False, _put=jobs.put, _done=done, _idle=idle,
              _wait=wait_parked, _guard=guard, _fatal=fatal, _isenabled=gc.isenabled, _disable=gc.disable,
              _tuple=tuple, _type=type, _Failure=CandidateFailure, _plain=_plain_reply, _trash=trash) -> Any:
         if not _idle():
@@ -201,8 +205,12 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
                    "kept running after its call ended)")
         # a fresh box: the harness never stores into a list candidate code can reach (a store drops the slot's
         # old value, which a thread of the candidate's could have set just before it: red team 13)
-        box = [fn, args if _type(args) is _tuple else _tuple(args), grad, None, None, _tuple(_trash)]
-        _trash.clear()
+        # the trash goes only when the harness says no frame of its own still refers to anything in it (`drop`):
+        # a job in the middle of a request leaves it (a local of the harness's, held across the job, would be the
+        # last reference once the runner dropped the trash's, and die on the harness's thread when its frame ends)
+        box = [fn, args if _type(args) is _tuple else _tuple(args), grad, None, None, _tuple(_trash) if drop else None]
+        if drop:
+            _trash.clear()
         _put(box)
         _done.acquire()
         _wait()                         # the job is over only when the thread is parked again

@@ -148,12 +148,20 @@ class Harness:
         tampered = self._tampered()
         if tampered:
             return tampered
+        # no observations yet: threads of the candidate's may run until the lockdown, and reading what they can
+        # change (modules, clocks, threads) could leave the harness a last reference; the judge asks after it
+        return {"ok": True}
+
+    def op_observe(self, msg: dict) -> dict:
+        """The observations, asked for once the judge has seen from outside that no thread of the candidate's is
+        left after the lockdown (the judge's Session.settle)."""
         return {"ok": True, "observations": self.observations()}
 
     def flush(self) -> None:
-        """Drop what the harness disposed of now, on the runner (an empty job)."""
+        """Drop what the harness disposed of now, on the runner (an empty job). Only where no frame of the
+        harness's still refers to anything disposed of (runner.py, `start`)."""
         if self.call is not None:
-            self.call(jobs.nothing)
+            self.call(jobs.nothing, (), False, True)
 
     def collect(self, generation: int = 2) -> None:
         """A garbage collection on the runner thread (finalizers of the candidate's objects run there)."""
@@ -188,6 +196,14 @@ class Harness:
 
     def op_call(self, msg: dict) -> dict:
         assert self.model is not None
+        if msg.get("settle"):
+            # a call of the build phase, not judged: threads of the candidate's may still run, so the harness
+            # looks at nothing the candidate can reach (no output, no input buffer it has had) and keeps what it
+            # handed over and got back until the request's end, when it dies on the runner
+            xs = [handle.to_device(x, self.device) for x in msg["inputs"]]
+            self.dispose((xs, self.call(self.model, xs)))
+            self.sync()
+            return {"ok": True}
         lean = bool(msg.get("lean"))
         if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device, the snapshot on the host
             slot = int(msg.get("slot", 0))
@@ -271,7 +287,8 @@ class Harness:
         call, dispose = self.call, self.dispose
 
         def remote(*xs: Any) -> Any:
-            out = call(target, xs)
+            # the loops hold nothing of the previous call's when they make the next: the trash goes with it
+            out = call(target, xs, False, True)
             dispose(out)
             return out
         return remote
@@ -411,8 +428,11 @@ class Harness:
                 reply = {"error": "introspection", "message": self.guard.denied[0]}
             data = ipc.encode(ipc.pack(reply, self.out_bulk))
             self.conn.send_bytes(self.sign(data) if self.sign is not None else data)
-            # what this request handed to candidate code, and what came back, dies on the runner (runner.py)
+            # what this request handed to candidate code, and what came back, dies on the runner (runner.py), now
+            # that no frame of the harness's but this one refers to any of it
             self.dispose((msg, reply))
+            msg = reply = data = None
+            self.flush()
 
     def _attach(self, current: "ipc.Bulk | None", named: Any) -> "ipc.Bulk | None":
         """The shared region the judge named in a message (mapped once per id; its descriptor arrives on the

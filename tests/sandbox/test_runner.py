@@ -87,7 +87,35 @@ def test_frames_the_harness_took_are_dropped_on_the_runner():
     lock.release()
     side.join()                            # hold() returned while that frame object was kept: it owns x now
     assert ref() is not None and not died_on
-    call(lambda: None)                     # the snapshot is dropped on the runner, with the next job
+    call(lambda: None, (), False, True)    # the snapshot is dropped on the runner, with the next dropping job
+    assert died_on == [runner_ident]
+
+
+def test_a_job_in_the_middle_of_a_request_keeps_what_was_disposed_of():
+    """Session 13: the harness disposed of a returned object but still held it in a local across a later job (the
+    observations' flags job, in Harness.op_call); that job dropped the trash on the runner, the local became the
+    last reference and the object died on the harness's thread when op_call returned. The trash now goes only
+    with a job that says `drop`, which the harness makes where none of its frames refers to it."""
+    call, _, dispose = runner.start(0, _fatal)
+    runner_ident = call(_thread.get_ident)
+    died_on: list[int] = []
+
+    class X:
+        pass
+
+    refs = []
+
+    def job():
+        x = X()
+        refs.append(weakref.ref(x, lambda _: died_on.append(threading.get_ident())))
+        return x
+
+    out = call(job)
+    dispose(out)
+    call(lambda: None)                      # a job in the middle of the request: the trash stays
+    del out                                 # the harness's local goes: not the last reference
+    assert not died_on and refs[0]() is not None
+    call(lambda: None, (), False, True)     # the end of the request: dropped on the runner
     assert died_on == [runner_ident]
 
 
@@ -110,7 +138,7 @@ def test_the_harness_never_stores_into_a_box_candidate_code_can_reach():
     for i in range(6):
         old[i] = x if i == 0 else old[i]          # as a thread of the candidate's would, after the job ended
     del x, old
-    call(lambda: None)                            # a fresh box; the old one, handed back with it, dies on the runner
+    call(lambda: None, (), False, True)           # a fresh box; the old one, handed back with it, dies on the runner
     assert died_on == [runner_ident]
     assert ref() is None
     assert call(lambda: _run_locals()["box"]) is not call(lambda: _run_locals()["box"])
