@@ -17,7 +17,7 @@ from .. import clock, digest, workload
 from ..config import GateConfig
 from ..oracle import Runs
 from ..records import Check, Reason
-from ..sandbox import Worker, WorkerFailure, ipc
+from ..sandbox import Worker, WorkerFailure, ipc, isolation
 from . import checks, correctness, timing
 from .task import Task
 from .trials import iter_trials
@@ -176,9 +176,11 @@ class Session:
         while (now := self.worker.os_threads()) > self.os_threads0 and time.monotonic() < deadline:
             time.sleep(0.05)
         if now > self.os_threads0:
+            names = sorted(isolation.thread_names(self.worker.pid).values())
             self.fail(Reason.THREADS, "threads", f"{now - self.os_threads0} thread(s) of the worker's alive at the end "
-                      f"of the build that were not there before the candidate's import ({self.os_threads0} -> {now}); "
-                      "a candidate may not leave threads running beside the gate's own")
+                      f"of the build that were not there before the candidate's import ({self.os_threads0} -> {now}; "
+                      f"the worker's threads now: {', '.join(names)[:300]}); a candidate may not leave threads "
+                      "running beside the gate's own")
 
     def call(self, xs: list[Any]) -> dict:
         """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""

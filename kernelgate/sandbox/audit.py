@@ -391,6 +391,11 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
         if event == "object.__getattr__":
             if _len(args) > 1 and _type(args[1]) is _str and args[1] in frame_attrs:
                 return "frames through ." + args[1]
+            if _len(args) > 1 and (args[1] == "__defaults__" or args[1] == "__kwdefaults__"):
+                # the harness binds what it runs on as defaults (the runner's jobs, the dispatcher's originals)
+                found = module_of(args[0])
+                if found is not None and _type(found[0]) is _str and found[0].split(".")[0] == "kernelgate":
+                    return "the defaults of the harness's function " + _str(found[1])
             return None
         if event == "object.__setattr__" or event == "object.__delattr__":
             if _len(args) < 2 or _type(args[1]) is not _str:

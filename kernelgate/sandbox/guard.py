@@ -48,6 +48,8 @@ import threading
 from types import FunctionType
 from typing import Any, Callable
 
+import torch
+
 from . import audit
 
 # bound now, before any candidate code: replacing them later changes nothing here
@@ -87,6 +89,70 @@ _PROTECTED = ("torch", "triton", "kernelgate", "builtins")
 
 class Denied(PermissionError):
     """Raised into candidate code that asked for something the guard refuses."""
+
+
+#: the methods of torch's dispatcher library handles that put a kernel in front of an operator (or every operator)
+_REGISTERING = ("impl", "impl_t_t", "impl_with_aoti_compile", "fallback", "fallback_fallthrough",
+                "register_ad_inplace_or_view_fallback")
+#: namespaces whose operators the harness's own tensor work runs through
+_HARNESS_NAMESPACES = frozenset({"aten"})
+
+
+def seal_dispatcher(denied: list[str], enforce: bool) -> None:
+    """No kernel of the candidate's in front of an operator the harness runs. Every torch op on the harness's
+    thread goes through the dispatcher; a kernel registered for it from Python (`torch.library`: a function, or a
+    chain of C callables that no trace sees) ran there: red team 16 (`detach_fixup`) registered one for
+    `aten::detach`, which wrote the right values into the zeros forward returned whenever the harness detached an
+    output to describe it. From the guard's install on (before the candidate's import), a registration for an
+    operator of `aten`, a fallback (which stands in front of every operator), or one through a library handle not
+    made by torch's own factory, is refused and recorded, whoever asks (torch itself registers none there once
+    imported: torch.compile's lazy libraries are other namespaces). The originals are held in the wrappers'
+    defaults, which the guard does not let candidate code read (kernelgate/sandbox/audit.py)."""
+    M = torch._C._DispatchModule
+    made: dict[int, tuple[Any, str]] = {}
+
+    def _dispatch_library(kind: Any, ns: Any, *rest: Any, _orig=torch._C._dispatch_library, _made=made,
+                          _id=id, _str=str, _type=type) -> Any:
+        m = _orig(kind, ns, *rest)
+        _made[_id(m)] = (m, ns if _type(ns) is _str else "")
+        return m
+
+    def wrap(name: str, orig: Any) -> Any:
+        def registering(self: Any, *args: Any, _orig=orig, _name=name, _made=made, _denied=denied,
+                        _enforce=enforce, _id=id, _type=type, _str=str, _ours=_HARNESS_NAMESPACES,
+                        _Denied=Denied, **kwargs: Any) -> Any:
+            entry = _made.get(_id(self))
+            ns = entry[1] if entry is not None and entry[0] is self else None
+            why = None
+            if _name != "impl" and _name != "impl_t_t" and _name != "impl_with_aoti_compile":
+                why = "a dispatcher fallback (" + _name + "), which stands in front of every operator"
+            elif ns is None:
+                why = "an operator kernel through a library handle torch's factory did not make"
+            else:
+                op = args[0] if args else kwargs.get("name")
+                op = op if _type(op) is _str else ""
+                target = op.split("::", 1)[0] if "::" in op else ns
+                if target in _ours or target == "_" or not target:
+                    why = "a kernel for " + (op if "::" in op else ns + "::" + op) + " (torch.library)"
+            if why is not None and _enforce:
+                msg = why + ": the harness's own tensor operations run through the dispatcher"
+                _denied.append(msg)
+                raise _Denied(msg)
+            return _orig(self, *args, **kwargs)
+        registering.__qualname__ = f"_DispatchModule.{name}"
+        return registering
+
+    import gc as _gc
+    for o in _gc.get_objects():                 # the handles torch made before (its libraries, at import)
+        if type(o).__name__ == "Library" and type(o).__module__ == "torch.library":
+            m, ns = getattr(o, "m", None), getattr(o, "ns", "")
+            if m is not None:
+                made[id(m)] = (m, ns if type(ns) is str else "")
+    for name in _REGISTERING:
+        orig = M.__dict__.get(name)
+        if orig is not None:
+            setattr(M, name, wrap(name, orig))
+    torch._C._dispatch_library = _dispatch_library
 
 
 def _roots(library: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -182,6 +248,7 @@ class Guard:
                     keep.append(code)
         self._keep = tuple(keep)
         self._generated = frozenset(id(c) for c in keep)
+        seal_dispatcher(self.denied, self.enforce)
         import ctypes
         self._hook = audit.make(
             trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,

@@ -462,6 +462,17 @@ def thread_ids(pid: int) -> list[int]:
         return []
 
 
+def thread_names(pid: int) -> dict[int, str]:
+    """The process's threads and their names (/proc/<pid>/task/<tid>/comm), for messages."""
+    out = {}
+    for tid in thread_ids(pid):
+        try:
+            out[tid] = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+        except OSError:
+            pass
+    return out
+
+
 def seccomp_filters(pid: int) -> list[int]:
     """Seccomp filter count of each thread of `pid` (-1 for a thread that is not in filter mode)."""
     out = []

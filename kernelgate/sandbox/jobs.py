@@ -39,10 +39,22 @@ def prime(device: str) -> None:
         torch.cuda.set_device(torch.device(device).index or 0)
     torch.ones(4, device=device).sum().item()
     (torch.ones(1 << 20) + 1).sum().item()      # the intra-op pool this thread's parallel regions use
-    # the profiler's own thread, which it starts on first use: no thread can start after the lockdown
+    # threads torch starts on first use, started now (no thread can start after the lockdown, and one started
+    # during the build would be there at it): the profiler's; on CUDA the autograd engine's device thread
+    # (torch.compile's AOT autograd starts it); and no tqdm monitor (torch.fx's progress bars start one that
+    # lives on), so none is left by an honest build
     from torch.profiler import ProfilerActivity, profile as _profile
     with _profile(activities=[ProfilerActivity.CPU]):
         torch.ones(4).sum()
+    if device.startswith("cuda"):
+        with torch.enable_grad():           # jobs run with grad off unless asked
+            x = torch.ones(2, device=device, requires_grad=True)
+            (x * 2).sum().backward()
+    try:
+        import tqdm
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
 
 
 def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: int, device: str,
