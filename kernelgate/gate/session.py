@@ -131,6 +131,7 @@ class Session:
             self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
+        self.thread_stamps0 = isolation.thread_stamps(self.worker.pid) if self.worker.pid else {}
         with self.phase("build"):
             self._build(compile_options, baseline)
         self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
@@ -168,19 +169,29 @@ class Session:
 
     def threads_after_lockdown(self, wait_s: float = 2.0) -> None:
         """After the lockdown no thread can start (isolation._lockdown_program), so one of the candidate's that is
-        still alive could only be there to run beside the harness: the worker's OS threads (read from /proc) may
-        be no more than before the candidate's import. Threads winding down (a compiler's pool) get `wait_s`."""
-        if not self.os_threads0:
+        still alive could only be there to run beside the harness: every thread of the worker's (read from /proc, by
+        its id and start time) must be one from before the candidate's import. Not a count: red team 17
+        (`omp_thread_swap`) retired one of the runner's OpenMP workers (libgomp's omp_pause_resource_all, through
+        ctypes) to make room for a thread of its own. Threads winding down (a compiler's pool) get `wait_s`."""
+        before = getattr(self, "thread_stamps0", {})
+        if not before:
             return
+        def fresh(now: dict[int, int]) -> list[int]:
+            return [t for t in sorted(now) if before.get(t) != now[t]]
+
         deadline = time.monotonic() + wait_s
-        while (now := self.worker.os_threads()) > self.os_threads0 and time.monotonic() < deadline:
+        while fresh(now := isolation.thread_stamps(self.worker.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if now > self.os_threads0:
-            names = sorted(isolation.thread_names(self.worker.pid).values())
-            self.fail(Reason.THREADS, "threads", f"{now - self.os_threads0} thread(s) of the worker's alive at the end "
-                      f"of the build that were not there before the candidate's import ({self.os_threads0} -> {now}; "
-                      f"the worker's threads now: {', '.join(names)[:300]}); a candidate may not leave threads "
-                      "running beside the gate's own")
+        new = fresh(now)
+        if new:
+            # threads may be gone (a fork ends OpenBLAS's server in the parent, to start again on its next call);
+            # none may be new, whatever the count
+            names = isolation.thread_names(self.worker.pid)
+            gone = [str(t) for t in sorted(before) if now.get(t) != before[t]]
+            self.fail(Reason.THREADS, "threads", f"{len(new)} thread(s) of the worker's alive at the end of the build "
+                      f"that were not there before the candidate's import ({len(before)} -> {len(now)} threads; new: "
+                      f"{', '.join(f'{names.get(t, chr(63))} ({t})' for t in new)[:200]}; gone: {', '.join(gone)[:200] or 'none'}): "
+                      "a candidate may not leave threads running beside the gate's own")
 
     def call(self, xs: list[Any]) -> dict:
         """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""

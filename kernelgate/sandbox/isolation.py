@@ -462,6 +462,20 @@ def thread_ids(pid: int) -> list[int]:
         return []
 
 
+def thread_stamps(pid: int) -> dict[int, int]:
+    """The process's threads, each with its start time (clock ticks since boot, /proc/<pid>/task/<tid>/stat field
+    22): a thread is the same one only if both match (a thread id can come back after the id space wraps)."""
+    out = {}
+    for tid in thread_ids(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                rest = f.read().rpartition(b")")[2].split()
+            out[tid] = int(rest[19])          # field 22 (fields 3.. follow the command name's parenthesis)
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def thread_names(pid: int) -> dict[int, str]:
     """The process's threads and their names (/proc/<pid>/task/<tid>/comm), for messages."""
     out = {}
