@@ -93,6 +93,7 @@ class Hook:
 
 def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozenset[str], protected: tuple[str, ...],
          generated: frozenset[int], deny: dict[str, str], global_reach: frozenset[str], frame_attrs: frozenset[str],
+         pool_symbols: tuple[str, ...] = (), callback_symbols: frozenset[str] = frozenset(),
          system_libs: tuple[str, ...], dll_types: tuple[type, ...], hint: Callable[[str], str], enforce: bool, denied: list[str],
          fatal: Callable[[str], None], denied_type: type) -> Hook:
     """The hook over frozen copies of its tables. `denied` is the record (appended to); `fatal`, once the harness
@@ -395,7 +396,7 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
                 # the harness binds what it runs on as defaults (the runner's jobs, the dispatcher's originals)
                 found = module_of(args[0])
                 if found is not None and _type(found[0]) is _str and found[0].split(".")[0] == "kernelgate":
-                    return "the defaults of the harness's function " + _str(found[1])
+                    return "!the defaults of the harness's function " + _str(found[1])
             return None
         if event == "object.__setattr__" or event == "object.__delattr__":
             if _len(args) < 2 or _type(args[1]) is not _str:
@@ -423,6 +424,12 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
         if event == "ctypes.dlopen":
             return "the interpreter's own symbols (ctypes.CDLL(None))" if args and args[0] is None else None
         if event == "ctypes.dlsym":
+            sym = args[1] if _len(args) > 1 else None
+            if _type(sym) is _str and (sym.startswith(pool_symbols) or sym.partition("@")[0] in callback_symbols):
+                # refused whoever asks (a hook can make torch's own frame do the lookup): a runtime that runs a
+                # function pointer on a thread it already has (an OpenMP team's docked worker: red team 18,
+                # `omp_team_hijack`; a CUDA host function) runs candidate code beside the harness, no new thread
+                return "!the runtime's " + sym + ", which runs code on the threads of its pools (ctypes)"
             lib = args[0] if args else None
             if not one_of(_type(lib), dll_types):      # a subclass's attributes could run its code
                 return "a symbol through a library object of type " + _type_qualname(_type(lib)) + " (ctypes)"

@@ -84,6 +84,12 @@ _GLOBAL_REACH = frozenset({"sys._current_frames", "sys._current_exceptions", "sy
                            "gc.get_referrers", "gc.get_referents", "ctypes.cdata", "ctypes.string_at",
                            "ctypes.wstring_at", "ctypes.dlsym/handle"})
 _SYSTEM_LIBS = ("libc.so", "libc-", "libpython", "ld-linux", "libdl.so", "libpthread")
+#: symbols of runtimes that run a function pointer on threads they already have (OpenMP's teams and tasks, in
+#: libgomp, LLVM's and Intel's runtimes; CUDA's host functions), whichever library they are looked up through
+_POOL_SYMBOLS = ("GOMP_", "omp_", "kmp_", "__kmpc_", "ompt_", "GOMPX_")
+_CALLBACK_SYMBOLS = frozenset({"cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cudaLaunchHostFunc",
+                               "cudaLaunchHostFunc_ptsz", "cuStreamAddCallback", "cuStreamAddCallback_ptsz",
+                               "cudaStreamAddCallback", "cudaStreamAddCallback_ptsz"})
 _PROTECTED = ("torch", "triton", "kernelgate", "builtins")
 
 
@@ -253,7 +259,8 @@ class Guard:
         self._hook = audit.make(
             trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,
             generated=self._generated, deny=dict(_DENY_ALWAYS), global_reach=_GLOBAL_REACH, frame_attrs=_FRAME_ATTRS,
-            system_libs=_SYSTEM_LIBS, dll_types=(ctypes.CDLL, ctypes.PyDLL), hint=self._hint, enforce=self.enforce,
+            system_libs=_SYSTEM_LIBS, pool_symbols=_POOL_SYMBOLS, callback_symbols=_CALLBACK_SYMBOLS,
+            dll_types=(ctypes.CDLL, ctypes.PyDLL), hint=self._hint, enforce=self.enforce,
             denied=self.denied, fatal=self._fatal, denied_type=Denied)
         sys.addaudithook(self._hook.hook)
 

@@ -163,7 +163,8 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     finally:
         _thread.stack_size(previous)
     del loop
-    guard: list = [_plain_call, _nothing, False]          # own, integrity, enforce (set once by `arm`)
+    # own, integrity, enforce (set once by `arm`), and whether the lockdown has sealed the threads (`seal`)
+    guard: list = [_plain_call, _nothing, False, False]
     released_at = _load_offset("release")
     run_code = _execute.__code__
 
@@ -180,6 +181,14 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         frames.pop(_me(), None)
         frames.pop(_main, None)
         _trash.append(frames)
+        if _guard[3]:
+            # after the lockdown the only threads are those from before the candidate's import (the judge checks):
+            # Python on any other than the harness's, the main one and this one is a callback from native code run
+            # on a thread of a library's pool (red team 18, `omp_team_hijack`)
+            for k in frames:
+                if k != _ident:
+                    _fatal("kernelgate ended the worker: Python code ran on a thread of the worker's other than the "
+                           "gate's own after the lockdown (a callback from native code on a library's thread)")
         f = frames.get(_ident)
         if f is None:
             return True
@@ -196,6 +205,11 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
 
     def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard) -> None:
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
+
+    def seal(_guard=guard) -> None:
+        """At the lockdown (enforcing): from now on a Python frame on any thread but the gate's ends the worker."""
+        if _guard[2]:
+            _guard[3] = True
 
     def call(fn: Any, args: Any = (), grad: bool = False, drop: bool = False, _put=jobs.put, _done=done, _idle=idle,
              _wait=wait_parked, _guard=guard, _fatal=fatal, _isenabled=gc.isenabled, _disable=gc.disable,
@@ -235,4 +249,5 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
             raise _Failure(_plain(error))
         return result
 
+    arm.seal = seal
     return call, arm, trash.append

@@ -445,6 +445,8 @@ class Harness:
         The judge verifies the filter from /proc, not from this reply."""
         from . import isolation
         isolation.lockdown_self()
+        if self.arm is not None:
+            self.arm.seal()       # no thread can start now: Python on any but the gate's ends the worker
         return {"ok": True}
 
 

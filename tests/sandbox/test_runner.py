@@ -171,3 +171,24 @@ def test_an_honest_call_is_never_taken_for_an_early_release_under_fast_thread_sw
             call(lambda: None)
     finally:
         sys.setswitchinterval(old)
+
+
+def test_after_the_seal_python_on_another_thread_ends_the_worker():
+    """Red team 18 ran candidate Python on a docked OpenMP worker (a thread from before the import, started by the
+    library, with a ctypes callback): after the lockdown, a Python frame on any thread but the harness's, the main
+    one and the runner's ends the worker at the next poll."""
+    ended: list[str] = []
+    call, arm, _ = runner.start(0, ended.append)
+    arm(lambda event, fn, *a: fn(*a), lambda: None, True)
+    stop = threading.Event()
+    side = threading.Thread(target=lambda: stop.wait(30))      # Python waiting on a thread of its own
+    side.start()
+    try:
+        call(lambda: None)
+        assert not ended                    # before the seal: the judge's thread check decides
+        arm.seal()
+        call(lambda: None)
+        assert ended and "other than the gate's own" in ended[0]
+    finally:
+        stop.set()
+        side.join()
