@@ -154,7 +154,10 @@ class Harness:
 
     def op_observe(self, msg: dict) -> dict:
         """The observations, asked for once the judge has seen from outside that no thread of the candidate's is
-        left after the lockdown (the judge's Session.settle)."""
+        left after the lockdown (the judge's Session.settle). From here on Python on any thread but the gate's
+        ends the worker (runner.py, `idle`): no thread can start, and the judge has seen none of the candidate's."""
+        if self.arm is not None and self.guard is not None and self.enforce:
+            self.arm.seal()
         return {"ok": True, "observations": self.observations()}
 
     def flush(self) -> None:
@@ -445,8 +448,6 @@ class Harness:
         The judge verifies the filter from /proc, not from this reply."""
         from . import isolation
         isolation.lockdown_self()
-        if self.arm is not None:
-            self.arm.seal()       # no thread can start now: Python on any but the gate's ends the worker
         return {"ok": True}
 
 
