@@ -134,6 +134,31 @@ def _nothing() -> None:
     return None
 
 
+def _thread_states() -> Callable[[], int] | None:
+    """A counter of the interpreter's thread states (CPython's C API through ctypes, bound now, before any candidate
+    code: the function objects are this closure's alone), or None where it cannot be had. Every thread that runs
+    Python holds one, frame or none: a chain of C callables that native code runs on a library's thread (a ctypes
+    callback as an OpenMP team's body, red team 19) shows here and not in sys._current_frames."""
+    try:
+        import ctypes
+        api = ctypes.pythonapi
+        get, head, nxt = (api["PyInterpreterState_Get"], api["PyInterpreterState_ThreadHead"],
+                          api["PyThreadState_Next"])
+        get.restype, get.argtypes = ctypes.c_void_p, []
+        head.restype, head.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+        nxt.restype, nxt.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    except (ImportError, AttributeError, OSError):
+        return None
+
+    def count(_get=get, _head=head, _next=nxt) -> int:
+        n, t = 0, _head(_get())
+        while t:
+            n += 1
+            t = _next(t)
+        return n
+    return count
+
+
 def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[..., Any], Callable[..., None],
                                                                    Callable[[Any], None]]:
     """Start the runner thread (at the worker's prime, before any candidate code exists and before the judge
@@ -164,12 +189,15 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         _thread.stack_size(previous)
     del loop
     # own, integrity, enforce (set once by `arm`), and whether the lockdown has sealed the threads (`seal`)
-    guard: list = [_plain_call, _nothing, False, False]
+    # and the interpreter's thread states when the guard was armed (before the candidate's import)
+    guard: list = [_plain_call, _nothing, False, False, 0]
+    states = _thread_states()
     released_at = _load_offset("release")
     run_code = _execute.__code__
 
     def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _released=released_at,
-             _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal) -> bool:
+             _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal,
+             _states=states) -> bool:
         """Whether the runner is parked in its wait: it has no Python frame (its loop is C). The snapshot holds
         a frame object of every thread's top frame: one of a candidate frame that returns while it is held owns
         that frame's locals, and dropping it here would drop them on the harness's thread (red team 12). So the
@@ -189,6 +217,10 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
                 if k != _ident:
                     _fatal("kernelgate ended the worker: Python code ran on a thread of the worker's other than the "
                            "gate's own after the lockdown (a callback from native code on a library's thread)")
+            # one with no frame (a chain of C callables run by native code, red team 19) still holds a thread state
+            if _states is not None and _states() > _guard[4]:
+                _fatal("kernelgate ended the worker: a thread of the worker's other than the gate's own holds "
+                       "Python state after the lockdown (native code runs Python on a library's thread)")
         f = frames.get(_ident)
         if f is None:
             return True
@@ -203,8 +235,9 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
 
     wait_parked()           # parked once before any candidate code: the offset is the real one
 
-    def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard) -> None:
+    def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard, _states=states) -> None:
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
+        _guard[4] = _states() if _states is not None else 0     # before the candidate's import
 
     def seal(_guard=guard) -> None:
         """At the lockdown (enforcing): from now on a Python frame on any thread but the gate's ends the worker."""
