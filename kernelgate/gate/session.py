@@ -85,6 +85,7 @@ class Session:
         self.notes: list[str] = []
         self.pooled = False                 # the worker holds the timing pool (lean plan: only while timed)
         self.os_threads0 = 0
+        self.thread_stamps0: dict[int, int] = {}    # the worker's threads before the import: id -> start time
         self.rechecked = 0
         self.torch_threads = self.torch_threads0 = 0
         self.phase: Phase = no_phase        # the search times the worker's start apart from the build
@@ -173,7 +174,7 @@ class Session:
         its id and start time) must be one from before the candidate's import. Not a count: red team 17
         (`omp_thread_swap`) retired one of the runner's OpenMP workers (libgomp's omp_pause_resource_all, through
         ctypes) to make room for a thread of its own. Threads winding down (a compiler's pool) get `wait_s`."""
-        before = getattr(self, "thread_stamps0", {})
+        before = self.thread_stamps0
         if not before:
             return
         def fresh(now: dict[int, int]) -> list[int]:

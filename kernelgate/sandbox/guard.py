@@ -100,11 +100,12 @@ class Denied(PermissionError):
 #: the methods of torch's dispatcher library handles that put a kernel in front of an operator (or every operator)
 _REGISTERING = ("impl", "impl_t_t", "impl_with_aoti_compile", "fallback", "fallback_fallthrough",
                 "register_ad_inplace_or_view_fallback")
+_KERNEL_METHODS = frozenset({"impl", "impl_t_t", "impl_with_aoti_compile"})     # the rest register fallbacks
 #: namespaces whose operators the harness's own tensor work runs through
 _HARNESS_NAMESPACES = frozenset({"aten"})
 
 
-def seal_dispatcher(denied: list[str], enforce: bool) -> None:
+def seal_dispatcher(denied: list[str], enforce: bool, libraries: list[Any] = ()) -> None:
     """No kernel of the candidate's in front of an operator the harness runs. Every torch op on the harness's
     thread goes through the dispatcher; a kernel registered for it from Python (`torch.library`: a function, or a
     chain of C callables that no trace sees) ran there: red team 16 (`detach_fixup`) registered one for
@@ -113,7 +114,8 @@ def seal_dispatcher(denied: list[str], enforce: bool) -> None:
     operator of `aten`, a fallback (which stands in front of every operator), or one through a library handle not
     made by torch's own factory, is refused and recorded, whoever asks (torch itself registers none there once
     imported: torch.compile's lazy libraries are other namespaces). The originals are held in the wrappers'
-    defaults, which the guard does not let candidate code read (kernelgate/sandbox/audit.py)."""
+    defaults, which the guard does not let candidate code read (kernelgate/sandbox/audit.py). `libraries`: the
+    torch.library.Library objects torch made before (its own, at import), whose handles are known."""
     M = torch._C._DispatchModule
     made: dict[int, tuple[Any, str]] = {}
 
@@ -130,7 +132,7 @@ def seal_dispatcher(denied: list[str], enforce: bool) -> None:
             entry = _made.get(_id(self))
             ns = entry[1] if entry is not None and entry[0] is self else None
             why = None
-            if _name != "impl" and _name != "impl_t_t" and _name != "impl_with_aoti_compile":
+            if _name not in _KERNEL_METHODS:
                 why = "a dispatcher fallback (" + _name + "), which stands in front of every operator"
             elif ns is None:
                 why = "an operator kernel through a library handle torch's factory did not make"
@@ -148,12 +150,10 @@ def seal_dispatcher(denied: list[str], enforce: bool) -> None:
         registering.__qualname__ = f"_DispatchModule.{name}"
         return registering
 
-    import gc as _gc
-    for o in _gc.get_objects():                 # the handles torch made before (its libraries, at import)
-        if type(o).__name__ == "Library" and type(o).__module__ == "torch.library":
-            m, ns = getattr(o, "m", None), getattr(o, "ns", "")
-            if m is not None:
-                made[id(m)] = (m, ns if type(ns) is str else "")
+    for o in libraries:
+        m, ns = getattr(o, "m", None), getattr(o, "ns", "")
+        if m is not None:
+            made[id(m)] = (m, ns if type(ns) is str else "")
     for name in _REGISTERING:
         orig = M.__dict__.get(name)
         if orig is not None:
@@ -246,15 +246,18 @@ class Guard:
         """Add the audit hook (audit.make: its state frozen now). Functions generated before this point (the
         harness's own Triton launch binders, built when the worker primes its digest kernel; dataclass methods)
         were made before any candidate code existed in this process: they may run on the harness's thread."""
-        keep = []
-        for o in gc.get_objects():
-            if type(o) is FunctionType:
+        keep, libraries = [], []
+        for o in gc.get_objects():           # one walk: generated functions, and torch's dispatcher libraries
+            t = type(o)
+            if t is FunctionType:
                 code = o.__code__
                 if code.co_filename.startswith("<") and not code.co_filename.startswith(self.stdlib + ("<frozen ",)):
                     keep.append(code)
+            elif t.__name__ == "Library" and t.__module__ == "torch.library":
+                libraries.append(o)
         self._keep = tuple(keep)
         self._generated = frozenset(id(c) for c in keep)
-        seal_dispatcher(self.denied, self.enforce)
+        seal_dispatcher(self.denied, self.enforce, libraries)
         import ctypes
         self._hook = audit.make(
             trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,
