@@ -69,6 +69,10 @@ REDUCING_OPS = ("sum", "mean", "nansum", "nanmean", "var", "std", "var_mean", "s
                 "adaptive_avg_pool1d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
 ALONG_DIM_OPS = ("_softmax", "_log_softmax", "cumsum", "logcumsumexp")      # (input, dim, ...)
 
+#: ops that round floats onto an integer grid: an output with one on its way is judged in grid steps
+QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
+                  "fake_quantize_per_channel_affine")
+
 
 def reduction_k(name: str, args: tuple, out: Any) -> int:
     """Terms summed per output element by one op call (0 when it sums nothing or cannot be told)."""
@@ -103,28 +107,36 @@ def reduction_k(name: str, args: tuple, out: Any) -> int:
 
 
 class _RecordOps(TorchDispatchMode):
-    """The ops a forward runs, and per tensor it makes the longest reduction on its way (an op's own length or
-    the longest of its tensor arguments', whichever is longer): each output's tolerance widens with its own
-    (a long loss beside another output must not widen that output's bound)."""
+    """The ops a forward runs, and per tensor what is on its way: the longest reduction (an op's own length or
+    the longest of its tensor arguments', whichever is longer), and whether a rounding op is (QUANTIZING_OPS).
+    Each output is judged by its own: a long loss beside another output must not widen that output's bound,
+    and a rounded output beside an argmax must not give the argmax one-step leeway."""
 
     def __init__(self):
         super().__init__()
         self.ops: set[str] = set()
         self.k = WeakTensorKeyDictionary()
+        self.rounded = WeakTensorKeyDictionary()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.ops.add(name)
         out = func(*args, **(kwargs or {}))
-        k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in tree_leaves((args, kwargs or {}))
-                                                 if isinstance(t, torch.Tensor)])
+        ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in ins])
+        rounded = name in QUANTIZING_OPS or any(self.rounded.get(t, False) for t in ins)
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self.k[t] = max(k, self.k.get(t, 0))
+                if rounded:
+                    self.rounded[t] = True
         return out
 
     def of(self, outs: list[Any]) -> list[int]:
         return [self.k.get(o, 0) if isinstance(o, torch.Tensor) else 0 for o in outs]
+
+    def rounded_of(self, outs: list[Any]) -> list[bool]:
+        return [bool(self.rounded.get(o, False)) if isinstance(o, torch.Tensor) else False for o in outs]
 
 
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
@@ -180,6 +192,7 @@ class Oracle:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
         self.single = True
         self.reduce_ks: list[int] = []
+        self.rounded: list[bool] = []            # per output: a rounding op on its way (judged in grid steps)
 
     def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -198,7 +211,7 @@ class Oracle:
             torch.manual_seed(1)
             with torch.no_grad(), rec:
                 raw = self.model(*dev)
-            ks = rec.of(as_list(raw))
+            ks, rounded = rec.of(as_list(raw)), rec.rounded_of(as_list(raw))
             self.single = not isinstance(raw, (tuple, list))
             first = [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
             del raw
@@ -210,6 +223,7 @@ class Oracle:
         self._done()
         self.ops = rec.ops
         self.reduce_ks = ks                  # each output's longest reduction: the tolerance's summation-order term
+        self.rounded = rounded               # each output: rounded on its way (its integer values are on a grid)
         for k, o in enumerate(first):
             if not isinstance(o, torch.Tensor):
                 raise KernelgateError(f"the reference returns {type(o).__name__} as output {k}; only tensors are supported",

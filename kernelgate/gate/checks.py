@@ -20,13 +20,9 @@ from typing import Any
 
 import torch
 
+from ..oracle import QUANTIZING_OPS
 from ..records import Check, Reason
 from . import correctness, lowprec
-
-#: ops that round floats onto an integer grid: a reference recording one is judged in grid steps
-QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
-                  "fake_quantize_per_channel_affine")
-
 
 def quantizing(ops: Any) -> bool:
     """Whether a reference with these recorded ops rounds floats onto an integer grid (requantization)."""
@@ -67,28 +63,35 @@ class Expected:
 class Comparator:
     """The comparison of docs/GATE.md (Tolerance; quantized outputs) for one task.
 
-    Outputs on a quantization grid (fp8, or integer outputs of a reference that rounds floats to integers)
-    are judged in grid steps: two or more steps fail anywhere; one-step differences may not exceed the
-    contract's `one_step` share, by default max(0.1%, twice the reference's own rate)."""
+    Outputs on a quantization grid (fp8, or integer outputs with a rounding op on their own way: an argmax
+    beside a rounded output is judged exactly) are judged in grid steps: two or more steps fail anywhere;
+    one-step differences may not exceed the contract's `one_step` share, by default max(0.1%, twice the
+    reference's own rate)."""
 
     quantized: bool = False                      # the reference rounds floats onto an integer grid
     one_step: float | None = None                # the contract's allowed one-step share, if declared
     reduce_ks: tuple[int, ...] = ()              # each output's longest reduction (correctness.order_term)
     compute: str | None = None                   # the oracle's compute device where it keeps data elsewhere
+    rounded: tuple[bool, ...] | None = None      # per output: rounded on its way (None: not recorded, any output)
 
     @classmethod
     def of(cls, oracle: Any) -> "Comparator":
         home, device = getattr(oracle, "home", None), getattr(oracle, "device", None)
+        rounded = getattr(oracle, "rounded", None)
         return cls(quantizing(oracle.ops), oracle.contract.one_step, tuple(getattr(oracle, "reduce_ks", ()) or ()),
-                   device if home is not None and device != home else None)
+                   device if home is not None and device != home else None,
+                   tuple(rounded) if rounded else None)
 
-    def on_grid(self, g: torch.Tensor, b: torch.Tensor) -> bool:
-        return b.dtype in lowprec.FP8 or (self.quantized and not b.dtype.is_floating_point and b.dtype != torch.bool
-                                          and g.dtype == b.dtype)
+    def on_grid(self, g: torch.Tensor, b: torch.Tensor, k: int = 0) -> bool:
+        """Output `k` is judged in grid steps: fp8, or an integer output of a quantizing reference with a
+        rounding op on its own way."""
+        own = self.rounded is None or (k < len(self.rounded) and self.rounded[k])
+        return b.dtype in lowprec.FP8 or (self.quantized and own and not b.dtype.is_floating_point
+                                          and b.dtype != torch.bool and g.dtype == b.dtype)
 
     def expect(self, g: torch.Tensor, b: torch.Tensor, permitted: dict[str, torch.Tensor], k: int = 0) -> Expected:
         """Output `k`: oracle `g`, task-dtype run `b`, the permitted reference runs."""
-        if self.on_grid(g, b):
+        if self.on_grid(g, b, k):
             own = lowprec.quant_steps(b.cpu(), g.cpu())
             allowed = self.one_step if self.one_step is not None else max(lowprec.FLOOR, 2 * own.one_fraction)
             target = b if own.two_plus else g        # an oracle steps away from the reference is no grid reference

@@ -113,3 +113,33 @@ def test_one_verdict_builder(tmp_path):
     lean = verdict.build(_task(lean=True), s, Status.ACCEPTED, Reason.OK, "all checks passed")
     assert lean.accepted and any("lean memory plan (tight)" in n for n in lean.notes)
     assert Rejected(Reason.CRASH, Check("build", False, "")).line == "build"
+
+
+def test_only_outputs_rounded_on_their_way_get_grid_leeway(write):
+    """Red team 21: an argmax beside a rounded output of the same reference had the rounded output's
+    one-step leeway (7 wrong classes of 8192 accepted). Whether an output is on a grid is its own path's."""
+    from kernelgate.oracle import Oracle
+    from kernelgate.workload import Spec, load_reference
+    src = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.round(x * 16.0).clamp(-128, 127).to(torch.int8), x.argmax(dim=-1)
+def get_inputs():
+    return [torch.randn(2048, 64)]
+def get_init_inputs():
+    return []
+"""
+    ref = load_reference(Spec(write("ref.py", src), "Model"))
+    o = Oracle(ref, "cpu", Contract())
+    xs = ref.inputs(0)
+    q, pred = o.probe(xs)
+    assert o.rounded == [True, False]
+    comp = checks.Comparator.of(o)
+    assert comp.quantized and comp.rounded == (True, False)
+    eq, ep = comp.expect(q, q, {}, 0), comp.expect(pred, pred, {"task dtype": pred}, 1)
+    bad_q, bad_p = q.clone(), pred.clone()
+    bad_q[0] += 1
+    bad_p[0] = (bad_p[0] + 1) % 64                      # one class of 2048 wrong: 0.05%
+    assert eq.grid is not None and eq.check(bad_q, "q").ok           # the rounded output: one step allowed
+    assert ep.grid is None and not ep.check(bad_p, "pred").ok        # the argmax: exact
