@@ -3,6 +3,8 @@
     precision = ["tf32"]          # lower precisions the candidate may use: tf32, bf16, fp16
     inplace = false               # outputs may alias inputs / inputs may be overwritten
     strides = true                # output strides must match the reference's
+    layouts = true                # one trial passes inputs in another memory layout (channels_last, a
+                                  # transposed storage): false when callers only ever pass the workload's own
     one_step = 0.001              # quantized (int8/fp8 grid) outputs: share of elements allowed one step off
                                   # (default: max(0.1%, twice the reference's own rate); two steps always fail)
     [domain]
@@ -22,7 +24,7 @@ from .errors import KernelgateError
 from .records import Contract, Domain, Vary
 
 PRECISIONS = ("tf32", "bf16", "fp16")
-KEYS = {"precision", "inplace", "strides", "domain", "vary", "one_step"}
+KEYS = {"precision", "inplace", "strides", "layouts", "domain", "vary", "one_step"}
 
 
 def load(path: str | None = None, **flags: Any) -> Contract:
@@ -75,7 +77,7 @@ def parse(data: dict[str, Any]) -> Contract:
             raise KernelgateError(f"one_step is a fraction in [0, 1), got {one_step}")
     return Contract(precision=tuple(precision), domain=tuple(sorted(domain)), vary=tuple(vary),
                     inplace=bool(data.get("inplace", False)), strides=bool(data.get("strides", True)),
-                    one_step=one_step)
+                    one_step=one_step, layouts=bool(data.get("layouts", True)))
 
 
 def parse_domain_flag(text: str) -> dict[str, list[float]]:

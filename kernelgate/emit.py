@@ -70,7 +70,7 @@ def _kg_fast_path_ok(args, module=None):
         return False
     if _KG_VERIFIED["gpu"] is not None and _kg_torch.cuda.get_device_name(tensors[0].device) != _KG_VERIFIED["gpu"]:
         return False
-    sig = [[list(a.shape), str(a.dtype)] if _kg_torch.is_tensor(a) else repr(a) for a in args]
+    sig = [[list(a.shape), str(a.dtype), list(a.stride())] if _kg_torch.is_tensor(a) else repr(a) for a in args]
     return sig in _KG_VERIFIED["signatures"]
 
 
@@ -107,7 +107,7 @@ def _wrap(text: str, width: int = 100) -> str:
 def signatures(input_sets: list[list[Any]]) -> list[Any]:
     out = []
     for xs in input_sets:
-        sig = [[list(a.shape), str(a.dtype)] if isinstance(a, torch.Tensor) else repr(a) for a in xs]
+        sig = [[list(a.shape), str(a.dtype), list(a.stride())] if isinstance(a, torch.Tensor) else repr(a) for a in xs]
         if sig not in out:
             out.append(sig)
     return out

@@ -81,6 +81,7 @@ class Contract:
     inplace: bool = False                    # outputs may alias / inputs may be written
     strides: bool = True                     # output strides must match the reference's
     one_step: float | None = None            # allowed share of one-step differences on quantized outputs
+    layouts: bool = True                     # one trial gives inputs in another memory layout (same values)
 
     def assumptions(self) -> list[str]:
         """Human-readable list of every assumption in force."""
@@ -92,6 +93,8 @@ class Contract:
         out += [f"inputs {list(v.inputs)} dim {v.dim} takes sizes {list(v.sizes)}" for v in self.vary]
         out.append("in-place / aliasing allowed" if self.inplace else "no in-place writes, no aliasing")
         out.append("output strides must match" if self.strides else "output strides free")
+        out.append("inputs also tried in other memory layouts" if self.layouts
+                   else "inputs in the workload's own memory layout only")
         if self.one_step is not None:
             out.append(f"quantized outputs: up to {self.one_step:.4%} of elements one grid step off")
         return out

@@ -286,6 +286,25 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
     return out
 
 
+def relayout(x: torch.Tensor, r: random.Random) -> torch.Tensor | None:
+    """The same values in another memory layout (dense, another order of the dims in memory): channels_last
+    for a 4-d input half the time, else a random order; None when `x` has fewer than two dims of size > 1
+    (no other dense layout)."""
+    if sum(1 for n in x.shape if n > 1) < 2:
+        return None
+    orders = [[0, 2, 3, 1]] if x.dim() == 4 and r.random() < 0.5 else []
+    for _ in range(8):
+        p = list(range(x.dim()))
+        r.shuffle(p)
+        orders.append(p)
+    for p in orders:
+        inv = sorted(range(x.dim()), key=lambda d: p[d])
+        y = x.detach().permute(p).contiguous().permute(inv)
+        if not y.is_contiguous() and y.stride() != x.stride():
+            return y
+    return None
+
+
 def _chunks(y: torch.Tensor):
     """Views of a contiguous tensor's elements, `CHUNK` at a time."""
     flat = y.view(-1)

@@ -211,3 +211,15 @@ def test_emitted_modes_follow_what_was_verified(tmp_path):
     mod2 = _load(out, "kg_emit_all_modes")
     m2 = mod2.Model().train()
     assert mod2._kg_fast_path_ok(xs, m2) and "eval and training mode" in mod2.__doc__
+
+
+def test_the_fast_path_needs_the_verified_layout(tmp_path):
+    """Red team 21: the guard checked shapes and dtypes only, so a channels_last input of the verified shape
+    took a fast path verified on contiguous inputs. Strides are part of the signature now."""
+    mod, model, m, xs = _emitted(tmp_path, ["rewrite:merge-linear"], "kg_emit_layout")
+    other = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x.t().contiguous().t()
+             for x in xs]
+    assert any(o.stride() != x.stride() for o, x in zip(other, xs))
+    with torch.no_grad():
+        assert mod._kg_fast_path_ok(xs, m) and not mod._kg_fast_path_ok(other, m)
+        torch.testing.assert_close(m(*other), model(*xs), atol=1e-5, rtol=1e-5)

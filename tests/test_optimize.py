@@ -78,6 +78,10 @@ def test_emitted_module_is_a_verified_drop_in(run):
         torch.testing.assert_close(m(x[:7]), m0(x[:7]))       # unverified shape: reference path
     assert opt._kg_fast_path_ok([x]) and not opt._kg_fast_path_ok([x[:7]])
     assert not opt._kg_fast_path_ok([x.double()])
+    xt = x.t().contiguous().t()                          # the same values in another layout: reference path
+    assert not opt._kg_fast_path_ok([xt])
+    with torch.no_grad():
+        torch.testing.assert_close(m(xt), m0(x), atol=1e-5, rtol=1e-5)
     v = api.verify(str(ref), str(d / "out" / "optimized.py"), store=store)
     assert v.accepted, v.message
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..records import Speedup, Timing
-from ..sandbox.loop import NOISE, SCALE_RANGE, SLOTS, fresh, rms, slot  # noqa: F401 - both sides build inputs alike
+from ..sandbox.loop import NOISE, RESAMPLE, SCALE_RANGE, SLOTS, fresh, rms, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
 HARNESS_VERSION = 4                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;

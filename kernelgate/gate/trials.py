@@ -8,6 +8,8 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
   of them negate parameter tensors (complementary halves, so each tensor is negated in one of them);
 - two edit trials follow a random trial: its inputs changed at a few positions, then at one position,
   parameters unchanged (a cache keyed on sampled elements answers stale);
+- float arguments of forward (an `alpha`) take other values, scaled and sign-flipped, in those trials too;
+- one main trial gives its tensors in another memory layout (channels_last, a transposed storage);
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
 Every trial that goes where the given inputs do not is probed first: the reference must run and give
 finite outputs (or no more non-finite ones than without the change), else the trial falls back to the
@@ -16,6 +18,7 @@ workload's own values (or is left out, for the NaN/Inf trial).
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -36,6 +39,9 @@ INDEXING_OPS = ("index", "gather", "scatter", "embedding", "take", "nll_loss", "
 CPU_PROBE_LIMIT_S = 2.0          # a CPU copy slower than this on the given inputs is not used (no risky trials)
 SAMPLES = 4                      # draws of the workload's generator from which integer ranges are inferred
 NONFINITE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: in the name of a trial whose inputs are in another memory layout: its outputs' strides are free (a
+#: layout-preserving op's output follows its input's, the reference's or not)
+LAYOUT = "other layout"
 
 
 def _tensors(xs: list[Any]) -> list[torch.Tensor]:
@@ -249,6 +255,10 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     half = [k for k in pr.params if r.random() < 0.5]
     anchor = r.randrange(n) if n else -1
     extras = sorted((r.randrange(1, n + 1), k) for k in range(2)) if n else []   # before main trial i (n: last)
+    others = [i for i in range(1, n) if i != anchor]       # the edits keep their anchor's layout
+    plain = [i for i in others if i not in flip_at]         # trials with nothing else on them: one is kept so
+    pick = plain if len(plain) > 1 else [i for i in others if i in flip_at] or others    # (a short plan's)
+    layout_at = r.choice(pick) if pick and task.contract.layouts else -1
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -259,7 +269,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
             if t == n:
                 break
             pr.loaded = None
-            trial = _main_trial(task, pr, g, r, t, flip_at, half)
+            trial = _main_trial(task, pr, g, r, t, flip_at, half, t == layout_at)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
             else:
@@ -269,7 +279,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
-                half: list[str]) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+                half: list[str], layout: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
     xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
@@ -297,14 +307,60 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
     if kind != "given":
         widened = {i: d.draw(xs[i], g) for i, d in pr.domains().items()
                    if i < len(xs) and isinstance(xs[i], torch.Tensor) and xs[i].numel()}
-        tries = [sorted(widened)] + ([[i] for i in sorted(widened)] if len(widened) > 1 else [])
-        for keys in tries:
-            cand = [widened[i] if i in keys else x for i, x in enumerate(xs)]
-            if keys and pr.ok(cand, state, (xs, state)):
-                xs = cand
-                notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
-                break
+        keys = first_accepted(pr, xs, state, widened)
+        if keys:
+            xs = [widened[i] if i in keys else x for i, x in enumerate(xs)]
+            notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
+        xs = _vary_scalars(pr, r, xs, state, notes)
+    if layout:
+        xs = _other_layout(pr, r, xs, state, notes)
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
+
+
+def first_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
+                    changed: dict[int, Any]) -> list[int]:
+    """The inputs of `changed` the reference accepts (Prober.ok against `xs`): all of them, else the first
+    one alone that it accepts; [] when none."""
+    keys = sorted(changed)
+    for ks in [keys] + ([[i] for i in keys] if len(keys) > 1 else []):
+        if ks and pr.ok([changed[i] if i in ks else x for i, x in enumerate(xs)], state, (xs, state)):
+            return ks
+    return []
+
+
+def _vary_scalars(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
+                  notes: list[str]) -> list[Any]:
+    """Float arguments of forward (an `alpha`, a `margin`) take other values: scaled by 1/4..4, the sign
+    flipped half the time (else kept), where the reference accepts them; a candidate that hard-codes the
+    workload's value fails. Integer arguments (sizes, dims) keep theirs."""
+    floats = [i for i, x in enumerate(xs) if type(x) is float and math.isfinite(x)]
+    if not floats:
+        return xs
+    for signs in (True, False):
+        new = {}
+        for i in floats:
+            v = xs[i] * 4.0 ** r.uniform(-1.0, 1.0) if xs[i] else r.uniform(-1.0, 1.0)
+            new[i] = -v if signs and r.random() < 0.5 else v
+        keys = first_accepted(pr, xs, state, new)
+        if keys:
+            notes.append("float arguments " + ", ".join(f"{i} = {new[i]:.4g}" for i in keys))
+            return [new[i] if i in keys else x for i, x in enumerate(xs)]
+    return xs
+
+
+def _other_layout(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
+                  notes: list[str]) -> list[Any]:
+    """The trial's tensors with the same values in another memory layout (workload.relayout: channels_last,
+    a transposed storage), where the reference accepts them: a kernel reading its input's memory as if it
+    were contiguous fails (contract: layouts = false keeps the workload's own)."""
+    new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
+           for y in [workload.relayout(x, r)] if y is not None}
+    keys = first_accepted(pr, xs, state, new) if new else []
+    if not keys:
+        notes.append("no other input layout the reference accepts")
+        return xs
+    notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, new[i].stride()))}]" for i in keys))
+    return [new[i] if i in keys else x for i, x in enumerate(xs)]
 
 
 def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor: tuple, a: int) -> list:

@@ -103,6 +103,47 @@ def test_fresh_inputs_written_into_given_buffers_are_bit_identical():
     assert timing.fresh(xs, 0.9, 5, ok, r, "cpu", out=wrong)[0].shape == (16, 8)
 
 
+def test_integer_inputs_are_new_draws_of_their_own_values_every_iteration():
+    """Red team 21: integer inputs were copied into every timed iteration, so an exact memo of an integer-only
+    branch hit every timed call. RESAMPLE draws the entry's own values again (valid indices stay valid)."""
+    idx = torch.randint(0, 1000, (64, 32))
+    mask = torch.rand(64, 32) < 0.3
+    xs, ok = [idx, mask], [timing.RESAMPLE, timing.RESAMPLE]
+    r = timing.rms(xs, ok)
+    a, b = timing.fresh(xs, 1.0, 11, ok, r, "cpu"), timing.fresh(xs, 1.0, 12, ok, r, "cpu")
+    again = timing.fresh(xs, 1.0, 11, ok, r, "cpu")
+    assert torch.equal(a[0], again[0]) and torch.equal(a[1], again[1])          # rebuilt bit for bit
+    assert not torch.equal(a[0], b[0]) and not torch.equal(a[0], idx)
+    assert a[0].dtype == idx.dtype and a[1].dtype == torch.bool and a[0].shape == idx.shape
+    assert set(a[0].unique().tolist()) <= set(idx.unique().tolist())           # the workload's values only
+    rows = {tuple(row) for row in idx.tolist()}
+    assert not any(tuple(row) in rows for row in a[0].tolist())                 # no row seen before
+    assert abs(a[1].float().mean() - mask.float().mean()) < 0.1                 # the mask's density kept
+
+
+def test_the_timing_pool_resamples_integers_only_where_the_reference_accepts_it(write):
+    from kernelgate import workload
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Contract
+    head = "import torch\nimport torch.nn as nn\n"
+    bag = head + """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(50, 8, mode="sum")
+    def forward(self, idx, offsets):
+        return self.emb(idx, offsets)
+def get_inputs():
+    return [torch.randint(0, 50, (40,)), torch.tensor([0, 10, 20, 30])]
+def get_init_inputs():
+    return []
+"""
+    t = task_mod.prepare(workload.Spec.parse(write("bag.py", bag), "Model"), "cpu", Contract())
+    _, scalable = task_mod.timing_pool(t, 1, torch.Generator().manual_seed(0))
+    assert scalable[0] == timing.RESAMPLE            # indices: new draws every iteration
+    assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
+
+
 def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
     x = (torch.randn(64, 64) * 200).to(torch.float8_e4m3fn)
     out = timing.fresh([x], 1.9, 7, [True], timing.rms([x], [True]), "cpu")[0]

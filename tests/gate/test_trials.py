@@ -313,3 +313,42 @@ def get_init_inputs():
     assert names[anchor].startswith("trial ") and names[anchor + 2].startswith("edit of the edit")
     assert any("non-finite" in n or "NaN" in n for n in names) and any("extreme values" in n for n in names)
     assert sum(n.startswith("trial ") and "(" in n for n in names) >= GateConfig().trials
+
+
+SCALED = """
+class Model(nn.Module):
+    def forward(self, x, alpha, k):
+        return x * alpha + k
+def get_inputs():
+    return [torch.randn(16, 12), 0.5, 3]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
+    """Red team 21: a float argument of forward was the workload's own value in every trial."""
+    trials = _trials(_task(write, SCALED))
+    alphas = {t.inputs[1] for t in trials}
+    assert 0.5 in alphas and len(alphas) >= 4 and any(a < 0 for a in alphas)
+    assert {t.inputs[2] for t in trials} == {3}
+
+
+def test_one_trial_gives_the_inputs_in_another_layout(write):
+    """Red team 21: every trial's inputs were contiguous. One main trial has the same kind of values in
+    another memory layout (none with `layouts = false`); the edits never anchor on it."""
+    t = _task(write, SCALED)
+    for seed in range(6):
+        trials = _trials(t, seed)
+        other = [tr for tr in trials if trials_mod.LAYOUT in tr.name]
+        assert len(other) == 1 and not other[0].inputs[0].is_contiguous(), [tr.name for tr in trials]
+        assert all(tr.inputs[0].is_contiguous() for tr in trials if tr is not other[0])
+    t.contract = Contract(layouts=False)
+    assert not any(trials_mod.LAYOUT in tr.name for tr in _trials(t))
+
+
+def test_a_reference_that_needs_contiguous_inputs_keeps_them(write):
+    t = _task(write, SCALED.replace("return x * alpha + k", "return x.view(-1) * alpha + k"))
+    trials = _trials(t)
+    assert all(tr.inputs[0].is_contiguous() for tr in trials)
+    assert any("no other input layout" in tr.name for tr in trials)

@@ -37,6 +37,21 @@ class ModelNew(Model):
 """
 
 
+def kinds(names) -> set[str]:
+    """The kinds of check in a plan: each trial's kind, and each note of a main trial on its own (a note may
+    sit on another trial in a shorter plan), "plain" for a main trial with perturbed parameters alone."""
+    out = set()
+    for name in names:
+        k = kind(name)
+        out.add(k)
+        if k.startswith("trial (") and name != judge_mod.REDUCED_PLAN:
+            notes = k[len("trial ("):-1].split(", ")
+            out.update(notes)
+            if notes == ["perturbed params"]:
+                out.add("plain")
+    return {k for k in out if not (k.startswith("trial (") and "," in k)}
+
+
 def kind(name: str) -> str:
     """A check's kind: trial numbers and distributions dropped ("trial 3 (heavy, perturbed params)" ->
     "trial (perturbed params)")."""
@@ -74,11 +89,12 @@ def test_plan_keeps_every_kind_of_trial():
         (p := __import__("pathlib").Path(d) / "ref.py").write_text(REF)
         t = prepare(workload.Spec.parse(str(p), "Model"), "cpu", Contract())
         for seed in (1, 2, 3):
-            full = {kind(tr.name) for tr in trials_mod.make_trials(t, seed, GateConfig().trials)}
-            few = {kind(tr.name) for tr in trials_mod.make_trials(t, seed, SearchConfig().variant_trials)}
+            full = kinds(tr.name for tr in trials_mod.make_trials(t, seed, GateConfig().trials))
+            few = kinds(tr.name for tr in trials_mod.make_trials(t, seed, SearchConfig().variant_trials))
             assert few == full, (seed, full ^ few)
             assert any("NaN/Inf" in k for k in few) and any("extreme" in k for k in few)
             assert any("negated" in k for k in few) and any(k.startswith("edit") for k in few)
+            assert "plain" in few and any(k.startswith(trials_mod.LAYOUT) for k in few)
 
 
 @pytest.mark.slow
@@ -87,8 +103,8 @@ def test_reduced_plan_runs_the_same_kinds_of_checks(task):
     reduced = _judge(task, GOOD, replace(GateConfig(), trials=SearchConfig().variant_trials), reduced="a parametric variant of x [abc]")
     assert full.accepted and reduced.accepted, (full.message, reduced.message)
     assert main_trials(full) == 8 and main_trials(reduced) == 4
-    kinds_full = {kind(c.name) for c in full.checks}
-    kinds_reduced = {kind(c.name) for c in reduced.checks} - {kind(judge_mod.REDUCED_PLAN)}
+    kinds_full = kinds(c.name for c in full.checks)
+    kinds_reduced = kinds(c.name for c in reduced.checks) - {kind(judge_mod.REDUCED_PLAN)}
     assert kinds_reduced == kinds_full, kinds_full ^ kinds_reduced
     for must in ("isolation", "timed-loop re-check", "threads", "build"):
         assert must in kinds_reduced
