@@ -72,6 +72,13 @@ ALONG_DIM_OPS = ("_softmax", "_log_softmax", "cumsum", "logcumsumexp")      # (i
 #: ops that round floats onto an integer grid: an output with one on its way is judged in grid steps
 QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
                   "fake_quantize_per_channel_affine")
+#: ops whose outputs are positions, counts or truth values, not values on a grid (an argmax of rounded logits is
+#: a class: one step off is the wrong class), so a rounding op before them does not make those outputs rounded;
+#: VALUES_THEN_INDEX_OPS return (values, indices, ...): their values keep the mark, the rest do not
+INDEX_OPS = ("argmax", "argmin", "argsort", "nonzero", "argwhere", "bincount", "histc", "count_nonzero",
+             "searchsorted", "bucketize", "eq", "ne", "lt", "le", "gt", "ge")
+VALUES_THEN_INDEX_OPS = ("max", "min", "sort", "topk", "kthvalue", "mode", "median", "nanmedian", "cummax",
+                         "cummin", "_unique", "_unique2", "unique_dim", "unique_consecutive")
 
 
 def reduction_k(name: str, args: tuple, out: Any) -> int:
@@ -125,10 +132,10 @@ class _RecordOps(TorchDispatchMode):
         ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
         k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in ins])
         rounded = name in QUANTIZING_OPS or any(self.rounded.get(t, False) for t in ins)
-        for t in tree_leaves(out):
+        for n, t in enumerate(tree_leaves(out)):
             if isinstance(t, torch.Tensor):
                 self.k[t] = max(k, self.k.get(t, 0))
-                if rounded:
+                if rounded and name not in INDEX_OPS and not (name in VALUES_THEN_INDEX_OPS and n > 0):
                     self.rounded[t] = True
         return out
 

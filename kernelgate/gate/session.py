@@ -20,7 +20,7 @@ from ..records import Check, Reason
 from ..sandbox import Worker, WorkerFailure, ipc, isolation
 from . import checks, correctness, timing
 from .task import Task
-from .trials import LAYOUT, iter_trials
+from .trials import LAYOUT, iter_trials, layout_keys, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -147,8 +147,8 @@ class Session:
                      self.cfg.build_timeout, "build")
 
     def settle(self) -> None:
-        """End of the build phase: one call on the workload's own inputs for each shape the trials will use
-        (so torch.compile, Triton and extension builds, which start compilers, happen now), then the worker
+        """End of the build phase: one call on the workload's own inputs for each shape and layout the trials
+        will use (so torch.compile, Triton and extension builds, which start compilers, happen now), then the worker
         is locked down: no new processes from here on, checked from outside. The outputs of these calls are
         not judged; the trials' inputs are drawn from a secret seed afterwards."""
         t = self.task
@@ -157,6 +157,10 @@ class Session:
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:
             self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
+        keys = layout_keys(t)               # the layout trial's strides: a compiler recompiles for them now
+        if keys:
+            self.request({"op": "call", "inputs": relaid(t.given, keys), "settle": True}, self.cfg.call_timeout,
+                         "forward (inputs in another memory layout)")
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:

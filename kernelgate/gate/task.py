@@ -174,32 +174,38 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
             scalable.append(True)
         else:
             scalable.append([float(d.low), float(d.high)])
-    for i in resampled(task, pool[0]):
-        scalable[i] = timing.RESAMPLE
+    for i, mark in resampled(task, pool[0]).items():
+        scalable[i] = mark
     return pool, scalable
 
 
-def resampled(task: Task, xs: list[Any]) -> list[int]:
-    """The integer and bool inputs whose values the timed loop draws again every iteration: those for which
-    the reference accepts a draw (trials.Prober.ok: it runs, no new non-finite outputs), all of them or each
-    alone; decided once per task (an offsets tensor that must stay sorted is copied, and said so)."""
+def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
+    """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh):
+    uniformly over the range the trials infer for it ({"low", "high"}: a timestep shared by the batch moves
+    too), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where the
+    reference accepts such a draw (trials.Prober.ok: it runs, no new non-finite outputs), all at once or each
+    alone. Decided once per task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
     done = getattr(o, "resampled", None)
     if done is not None:
         return done
-    ints = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
+    ints = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel()
             and not x.is_floating_point() and not x.is_complex()]
-    keys: list[int] = []
+    marks: dict[int, Any] = {}
     if ints:
         from .trials import first_accepted, prober
-        mark = [timing.RESAMPLE if i in ints else False for i in range(len(xs))]
+        pr = prober(task)
+        domains = pr.domains()
+        want = {i: {"low": domains[i].low, "high": domains[i].high}
+                if i in domains and xs[i].dtype != torch.bool else timing.RESAMPLE for i in ints}
+        mark = [want.get(i, False) for i in range(len(xs))]
         dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
         drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, [0.0] * len(xs), task.device)
-        pr = prober(task)
         keys = first_accepted(pr, dev, o.state0, {i: drawn[i] for i in ints})
         pr.restore()
+        marks = {i: want[i] for i in keys}
         if len(keys) < len(ints):
             log.info("integer inputs %s are copied unvaried into timed iterations: the reference does not accept "
                      "new draws of their values", [i for i in ints if i not in keys])
-    o.resampled = keys
-    return keys
+    o.resampled = marks
+    return marks

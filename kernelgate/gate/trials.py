@@ -313,7 +313,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
             notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
         xs = _vary_scalars(pr, r, xs, state, notes)
     if layout:
-        xs = _other_layout(pr, r, xs, state, notes)
+        xs = _other_layout(task, xs, notes)
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
 
 
@@ -328,39 +328,75 @@ def first_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
     return []
 
 
+def _has_float(x: Any) -> bool:
+    return (isinstance(x, float) and math.isfinite(x)) or (type(x) in (list, tuple) and any(map(_has_float, x)))
+
+
+def _map_floats(x: Any, f) -> Any:
+    """`x` with every finite float in it (itself, or inside lists and tuples) replaced by f(value)."""
+    if isinstance(x, float) and math.isfinite(x):
+        return type(x)(f(x))
+    if type(x) in (list, tuple):
+        return type(x)(_map_floats(y, f) for y in x)
+    return x
+
+
 def _vary_scalars(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                   notes: list[str]) -> list[Any]:
-    """Float arguments of forward (an `alpha`, a `margin`) take other values: scaled by 1/4..4, the sign
-    flipped half the time (else kept), where the reference accepts them; a candidate that hard-codes the
-    workload's value fails. Integer arguments (sizes, dims) keep theirs."""
-    floats = [i for i, x in enumerate(xs) if type(x) is float and math.isfinite(x)]
+    """Float arguments of forward (an `alpha`, a `margin`, the floats of a `band=[low, high]`) take other
+    values: scaled by 1/4..4, the sign flipped half the time (else kept), where the reference accepts them; a
+    candidate that hard-codes the workload's value fails. Integer arguments (sizes, dims) keep theirs."""
+    floats = [i for i, x in enumerate(xs) if _has_float(x)]
     if not floats:
         return xs
     for signs in (True, False):
-        new = {}
-        for i in floats:
-            v = xs[i] * 4.0 ** r.uniform(-1.0, 1.0) if xs[i] else r.uniform(-1.0, 1.0)
-            new[i] = -v if signs and r.random() < 0.5 else v
+        def draw(v: float) -> float:
+            w = v * 4.0 ** r.uniform(-1.0, 1.0) if v else r.uniform(-1.0, 1.0)
+            return -w if signs and r.random() < 0.5 else w
+        new = {i: _map_floats(xs[i], draw) for i in floats}
         keys = first_accepted(pr, xs, state, new)
         if keys:
-            notes.append("float arguments " + ", ".join(f"{i} = {new[i]:.4g}" for i in keys))
+            notes.append("float arguments " + ", ".join(f"{i} = {_short(new[i])}" for i in keys))
             return [new[i] if i in keys else x for i, x in enumerate(xs)]
     return xs
 
 
-def _other_layout(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
-                  notes: list[str]) -> list[Any]:
-    """The trial's tensors with the same values in another memory layout (workload.relayout: channels_last,
-    a transposed storage), where the reference accepts them: a kernel reading its input's memory as if it
-    were contiguous fails (contract: layouts = false keeps the workload's own)."""
-    new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
-           for y in [workload.relayout(x, r)] if y is not None}
-    keys = first_accepted(pr, xs, state, new) if new else []
+def _short(x: Any) -> str:
+    return _map_floats(x, lambda v: float(f"{v:.4g}")).__repr__()
+
+
+def layout_keys(task: Any) -> list[int]:
+    """The inputs the layout trial gives in another memory layout (workload.relayout): those the reference
+    accepts so (Prober.ok on the given inputs: all of them, else the first alone); decided once per task."""
+    o = task.oracle
+    done = getattr(o, "layout_keys", None)
+    if done is None:
+        xs = task.given
+        new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
+               for y in [workload.relayout(x)] if y is not None}
+        pr = prober(task)
+        done = first_accepted(pr, xs, o.state0, new) if new and task.contract.layouts else []
+        pr.restore()
+        o.layout_keys = done
+    return done
+
+
+def relaid(xs: list[Any], keys: list[int]) -> list[Any]:
+    """`xs` with the inputs `keys` in their other memory layout (workload.relayout)."""
+    return [workload.relayout(x) if i in keys else x for i, x in enumerate(xs)]
+
+
+def _other_layout(task, xs: list[Any], notes: list[str]) -> list[Any]:
+    """The trial's tensors with the same values in another memory layout (channels_last, column-major), for
+    the inputs the reference accepts so (`layout_keys`): a kernel reading its input's memory as if it were
+    contiguous fails (contract: layouts = false keeps the workload's own)."""
+    keys = layout_keys(task)
     if not keys:
         notes.append("no other input layout the reference accepts")
         return xs
-    notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, new[i].stride()))}]" for i in keys))
-    return [new[i] if i in keys else x for i, x in enumerate(xs)]
+    ys = relaid(xs, keys)
+    notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, ys[i].stride()))}]" for i in keys))
+    return ys
 
 
 def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor: tuple, a: int) -> list:

@@ -143,3 +143,25 @@ def get_init_inputs():
     bad_p[0] = (bad_p[0] + 1) % 64                      # one class of 2048 wrong: 0.05%
     assert eq.grid is not None and eq.check(bad_q, "q").ok           # the rounded output: one step allowed
     assert ep.grid is None and not ep.check(bad_p, "pred").ok        # the argmax: exact
+
+
+def test_an_argmax_of_rounded_values_is_judged_exactly(write):
+    """Red team 22: the rounding mark passed through every later op, so an argmax of rounded logits (a class,
+    not a value on a grid) had one-step leeway. Index and comparison ops clear it on their integer outputs."""
+    from kernelgate.oracle import Oracle
+    from kernelgate.workload import Spec, load_reference
+    src = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        q = torch.round(x * 16.0).clamp(-128, 127).to(torch.int8)
+        return q, q.argmax(dim=-1), (q > 0).sum(dim=-1), q.max(dim=-1).values
+def get_inputs():
+    return [torch.randn(256, 64)]
+def get_init_inputs():
+    return []
+"""
+    ref = load_reference(Spec(write("ref.py", src), "Model"))
+    o = Oracle(ref, "cpu", Contract())
+    o.probe(ref.inputs(0))
+    assert o.rounded == [True, False, False, True]

@@ -121,7 +121,7 @@ def test_integer_inputs_are_new_draws_of_their_own_values_every_iteration():
     assert abs(a[1].float().mean() - mask.float().mean()) < 0.1                 # the mask's density kept
 
 
-def test_the_timing_pool_resamples_integers_only_where_the_reference_accepts_it(write):
+def test_the_timing_pool_redraws_integers_only_where_the_reference_accepts_it(write):
     from kernelgate import workload
     from kernelgate.gate import task as task_mod
     from kernelgate.records import Contract
@@ -140,8 +140,18 @@ def get_init_inputs():
 """
     t = task_mod.prepare(workload.Spec.parse(write("bag.py", bag), "Model"), "cpu", Contract())
     _, scalable = task_mod.timing_pool(t, 1, torch.Generator().manual_seed(0))
-    assert scalable[0] == timing.RESAMPLE            # indices: new draws every iteration
+    assert scalable[0] == {"low": 0, "high": 49}    # indices: fresh draws over the table every iteration
     assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
+
+
+def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
+    """Red team 22: a timestep shared by the batch (every element equal) is its own bootstrap; drawn over its
+    inferred range, it changes every iteration."""
+    t = torch.full((4,), 417)
+    mark = {"low": 0, "high": 999}
+    got = {tuple(timing.fresh([t], 1.0, seed, [mark], [0.0], "cpu")[0].tolist()) for seed in range(20)}
+    assert len(got) == 20 and all(0 <= v <= 999 for vs in got for v in vs)
+    assert torch.equal(timing.fresh([t], 1.0, 3, [mark], [0.0], "cpu")[0], timing.fresh([t], 1.0, 3, [mark], [0.0], "cpu")[0])
 
 
 def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
@@ -254,3 +264,15 @@ class ModelNew(torch.nn.Module):
         assert len(with_lead[label]) == len(without[label]) == 12
         assert max(with_lead[label]) < 400, with_lead[label]
         assert sum(s > 400 for s in without[label]) == 3, without[label]
+
+
+@pytest.mark.gpu
+def test_integer_inputs_are_resampled_on_the_gpu_and_rebuilt_exactly():
+    idx = torch.randint(0, 1000, (64, 32), device="cuda")
+    xs, ok = [idx, torch.randn(64, 32, device="cuda")], [timing.RESAMPLE, True]
+    r = timing.rms(xs, ok)
+    a, again = timing.fresh(xs, 1.0, 5, ok, r, "cuda"), timing.fresh(xs, 1.0, 5, ok, r, "cuda")
+    b = timing.fresh(xs, 1.0, 6, ok, r, "cuda")
+    assert torch.equal(a[0], again[0]) and torch.equal(a[1], again[1])
+    assert not torch.equal(a[0], b[0]) and a[0].device.type == "cuda"
+    assert set(a[0].unique().tolist()) <= set(idx.unique().tolist())

@@ -352,3 +352,19 @@ def test_a_reference_that_needs_contiguous_inputs_keeps_them(write):
     trials = _trials(t)
     assert all(tr.inputs[0].is_contiguous() for tr in trials)
     assert any("no other input layout" in tr.name for tr in trials)
+
+
+def test_floats_inside_a_list_argument_take_other_values(write):
+    """Red team 22: a float inside a list argument (`band=[low, high]`) kept the workload's values."""
+    t = _task(write, """
+class Model(nn.Module):
+    def forward(self, x, band):
+        return x + torch.clamp(x, *band)
+def get_inputs():
+    return [torch.randn(16, 12), [-0.5, 0.5]]
+def get_init_inputs():
+    return []
+""")
+    bands = {tuple(tr.inputs[1]) for tr in _trials(t)}
+    assert (-0.5, 0.5) in bands and len(bands) >= 4
+    assert all(isinstance(tr.inputs[1], list) for tr in _trials(t))
