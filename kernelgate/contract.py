@@ -3,8 +3,8 @@
     precision = ["tf32"]          # lower precisions the candidate may use: tf32, bf16, fp16
     inplace = false               # outputs may alias inputs / inputs may be overwritten
     strides = true                # output strides must match the reference's
-    layouts = true                # one trial passes inputs in another memory layout (channels_last, a
-                                  # transposed storage): false when callers only ever pass the workload's own
+    layouts = true                # one trial passes inputs in another memory layout (channels_last,
+                                  # column-major): false when callers only ever pass the workload's own
     one_step = 0.001              # quantized (int8/fp8 grid) outputs: share of elements allowed one step off
                                   # (default: max(0.1%, twice the reference's own rate); two steps always fail)
     [domain]

@@ -162,8 +162,8 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
     """Input sets for timed loops, from the workload's own generator; how each input is varied per iteration
     (sandbox/loop.fresh): True for floats (scale and noise), [low, high] for floats with a declared domain
     (fresh values inside it: left unvaried, a memo keyed on the pool's entries answered every timed call and
-    claimed 6.7x), RESAMPLE for integer and bool tensors where the reference accepts new draws of their own
-    values (`resampled`; copied, a memo of an integer-only branch claimed 2.79x), False for the rest."""
+    claimed 6.7x), for integer and bool tensors a fresh draw where the reference accepts one (`resampled`:
+    copied, a memo of an integer-only branch claimed 2.79x), False for the rest."""
     pool = [task.inputs(int(torch.randint(1 << 30, (1,), generator=rng))) for _ in range(n)]
     scalable: list[Any] = []
     for i, x in enumerate(pool[0]):

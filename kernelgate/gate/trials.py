@@ -9,7 +9,7 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - two edit trials follow a random trial: its inputs changed at a few positions, then at one position,
   parameters unchanged (a cache keyed on sampled elements answers stale);
 - float arguments of forward (an `alpha`) take other values, scaled and sign-flipped, in those trials too;
-- one main trial gives its tensors in another memory layout (channels_last, a transposed storage);
+- one main trial gives its tensors in another memory layout (channels_last, column-major);
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
 Every trial that goes where the given inputs do not is probed first: the reference must run and give
 finite outputs (or no more non-finite ones than without the change), else the trial falls back to the
@@ -309,7 +309,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
                    if i < len(xs) and isinstance(xs[i], torch.Tensor) and xs[i].numel()}
         keys = first_accepted(pr, xs, state, widened)
         if keys:
-            xs = [widened[i] if i in keys else x for i, x in enumerate(xs)]
+            xs = merged(xs, widened, keys)
             notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
         xs = _vary_scalars(pr, r, xs, state, notes)
     if layout:
@@ -323,9 +323,14 @@ def first_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
     one alone that it accepts; [] when none."""
     keys = sorted(changed)
     for ks in [keys] + ([[i] for i in keys] if len(keys) > 1 else []):
-        if ks and pr.ok([changed[i] if i in ks else x for i, x in enumerate(xs)], state, (xs, state)):
+        if ks and pr.ok(merged(xs, changed, ks), state, (xs, state)):
             return ks
     return []
+
+
+def merged(xs: list[Any], changed: dict[int, Any], keys: list[int]) -> list[Any]:
+    """`xs` with the inputs `keys` taken from `changed`."""
+    return [changed[i] if i in keys else x for i, x in enumerate(xs)]
 
 
 def _has_float(x: Any) -> bool:
@@ -357,12 +362,12 @@ def _vary_scalars(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, 
         keys = first_accepted(pr, xs, state, new)
         if keys:
             notes.append("float arguments " + ", ".join(f"{i} = {_short(new[i])}" for i in keys))
-            return [new[i] if i in keys else x for i, x in enumerate(xs)]
+            return merged(xs, new, keys)
     return xs
 
 
 def _short(x: Any) -> str:
-    return _map_floats(x, lambda v: float(f"{v:.4g}")).__repr__()
+    return repr(_map_floats(x, lambda v: float(f"{v:.4g}")))
 
 
 def layout_keys(task: Any) -> list[int]:
@@ -371,12 +376,13 @@ def layout_keys(task: Any) -> list[int]:
     o = task.oracle
     done = getattr(o, "layout_keys", None)
     if done is None:
-        xs = task.given
+        xs, done = task.given, []
         new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
-               for y in [workload.relayout(x)] if y is not None}
-        pr = prober(task)
-        done = first_accepted(pr, xs, o.state0, new) if new and task.contract.layouts else []
-        pr.restore()
+               for y in [workload.relayout(x)] if y is not None} if task.contract.layouts else {}
+        if new:
+            pr = prober(task)
+            done = first_accepted(pr, xs, o.state0, new)
+            pr.restore()
         o.layout_keys = done
     return done
 
