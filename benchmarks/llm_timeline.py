@@ -466,27 +466,36 @@ def main() -> int:
     cond["openai"] = sys.modules["openai"].__version__
     server, url = serve()
     t0 = time.monotonic()
-    problems = []
+    problems: list[dict] = []
+
+    def document() -> dict:
+        return {"benchmark": "llm_timeline", "conditions": scrub(cond),
+                "settings": {"target": args.target, "budget_s": args.budget, "dev": args.dev,
+                             "problems": args.problems, "shrink": args.shrink, "reply_delay_s": args.reply_delay,
+                             "model": MODEL, "agents": ["explorer"],
+                             "server": "scripted OpenAI-compatible chat completions on 127.0.0.1 "
+                             "(benchmarks/llm_timeline.py), replies from benchmarks/llm_timeline_replies.py"},
+                "total_wall_s": round(time.monotonic() - t0, 2),
+                "ok": len(problems) == len(paths) and all("outcome" in p for p in problems),
+                "problems": problems}
+
     try:
         for p in paths:
             problems.append(run_problem(p, p.relative_to(dev).as_posix(), args, url, work, scrub))
+            if args.out != "-":             # written after every problem: an interrupted run keeps what it did
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out).write_text(json.dumps(document(), indent=1) + "\n")
     finally:
         server.shutdown()
         server.server_close()
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    ok = all("outcome" in p for p in problems)
-    doc = {"benchmark": "llm_timeline", "conditions": scrub(cond),
-           "settings": {"target": args.target, "budget_s": args.budget, "dev": args.dev, "problems": args.problems,
-                        "shrink": args.shrink, "reply_delay_s": args.reply_delay, "model": MODEL,
-                        "agents": ["explorer"], "server": "scripted OpenAI-compatible chat completions on 127.0.0.1 "
-                        "(benchmarks/llm_timeline.py), replies from benchmarks/llm_timeline_replies.py"},
-           "total_wall_s": round(time.monotonic() - t0, 2), "ok": ok, "problems": problems}
+    doc = document()
+    ok = doc["ok"]
     text = json.dumps(doc, indent=1)
     if args.out == "-":
         print(text)
     else:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n")
     (sys.stderr if args.out == "-" else sys.stdout).write(table(problems) + f"\ntotal {doc['total_wall_s']:.0f} s\n")
     return 0 if ok else 1
