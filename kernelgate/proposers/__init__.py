@@ -34,6 +34,13 @@ class Context:
     predicted_ms: dict[str, float] = field(default_factory=dict)   # strategy -> fusion-estimated time
     generation: int = 0                 # the search's generation this request is for (candidates carry it)
     mode: str = EXPLORE                 # explore | refine | restart: what the search asks of this generation
+    #: the kernel languages candidates may be written in (optimize --languages; () = the target's defaults,
+    #: `default_languages`); a strategy or agent writing in a language not listed proposes nothing
+    languages: tuple[str, ...] = ()
+
+    def allows(self, language: str) -> bool:
+        """Whether candidates may use this kernel language (triton | cuda | pallas | cpp)."""
+        return language in (self.languages or default_languages(self.target))
 
     def tried(self) -> set[str]:
         return {e.candidate.id for e in self.history}
@@ -71,6 +78,16 @@ class Proposer(Protocol):
 
     def propose(self, ctx: Context, rng: random.Random, n: int) -> list[Candidate]:
         ...
+
+
+#: kernel languages per target when --languages is not given (Pallas needs JAX: asked for by name)
+DEFAULT_LANGUAGES = {"cuda": ("triton", "cuda"), "cpu": ("cpp",)}
+#: every kernel language a candidate may be written in
+LANGUAGES = ("triton", "cuda", "pallas", "cpp")
+
+
+def default_languages(target: str) -> tuple[str, ...]:
+    return DEFAULT_LANGUAGES.get(target, ())
 
 
 def modes_of(proposer: Any) -> tuple[str, ...]:
