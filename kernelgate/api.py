@@ -16,6 +16,7 @@ from .errors import KernelgateError
 from .gate import baselines as baselines_mod
 from .gate import bench as bench_mod
 from .gate.judge import judge, prepare
+from .proposers import default_languages, parse_languages
 from .records import BenchResult, Contract, Reason, Verdict
 from .store import Row, Store
 
@@ -288,17 +289,27 @@ def make_proposers(proposers=("builtin",), llm: dict | None = None, hints=()) ->
     return out, agent, notes
 
 
+def _languages(languages) -> tuple[str, ...]:
+    """--languages checked: an unknown language, or pallas without JAX, is a usage error (one line)."""
+    try:
+        return parse_languages(languages)
+    except ValueError as e:
+        raise KernelgateError(str(e), Reason.USAGE) from None
+
+
 def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
              out: str = "out", seed: int = 0, resume: bool = False, contract: Contract | str | None = None,
              inputs: str | None = None, config: GateConfig | None = None, store: Store | str | None = None,
              progress: Callable[[str], None] | None = None, search_config=None, force: bool = False,
-             proposers=("builtin",), llm: dict | None = None, hints=()):
+             proposers=("builtin",), llm: dict | None = None, hints=(), languages=None):
     """Search for a faster verified implementation; write optimized.py, report.md/html, reproduce.sh, result.json.
 
     proposers   the population, asked in this order each generation: "builtin" (the strategy library),
                 "llm" (the LLM proposer, configured by `llm`), or Proposer objects
     llm         LLMProposer.from_args keywords (llm / endpoint / model / cmd / prices / limits / ...); None: none
     hints       texts put in every LLM prompt; recorded with the run (run.json, result.json, the store's row)
+    languages   the kernel languages candidates may be written in (a comma list or sequence of triton, cuda,
+                pallas, cpp; None: the target's defaults, proposers.DEFAULT_LANGUAGES); recorded in run.json
     """
     from . import emit as emit_mod
     from . import graph as graph_mod
@@ -313,6 +324,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         raise KernelgateError(f"--max-candidates must be at least 1, got {max_candidates}", Reason.USAGE)
     _check_config(config or gate_config())
     hints = _hints(hints)
+    langs = _languages(languages)
     population, agent, proposer_notes = make_proposers(proposers, llm, hints)
     spec = workload.Spec.parse(model, workload.REFERENCE_CLASS, inputs)
     out_dir = Path(out)
@@ -343,12 +355,14 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             agent.hints[:0] = [h for h in earlier if h not in agent.hints]
     run["proposers"] = [p.name for p in population]
     run["hints"] = hints
+    run["languages"] = list(langs or default_languages(target))
     run_file.write_text(json.dumps(run, indent=1))
     cfg = _cached(config or gate_config(), st)
     scfg = search_config or SearchConfig()
     search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
                     int(run["seed"]), cfg, scfg, st, say, proposers=population,
-                    analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions)
+                    analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions,
+                    languages=langs)
     search.notes.extend(proposer_notes)
     search.phases.since(t0, "prepare")   # the task, the oracle, admission, an LLM endpoint's check
     try:

@@ -97,6 +97,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--seed", type=int, default=0, help="search seed (proposal order)")
     o.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     o.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
+    o.add_argument("--languages", default=None, metavar="LIST",
+                   help="kernel languages candidates may be written in, a comma list of triton,cuda,pallas,cpp "
+                        "(default: triton,cuda on cuda, cpp on cpu; pallas needs JAX: the extra kernelgate[pallas])")
     _proposer_args(o)
     _contract_args(o)
     _common(o)
@@ -350,7 +353,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     res = api.optimize(args.model, target=args.target, budget=args.budget, max_candidates=args.max_candidates,
                        out=args.out, seed=args.seed, resume=args.resume, force=args.force, contract=_contract(args),
                        inputs=args.inputs, config=gate_config(call_timeout=args.call_timeout), store=args.store,
-                       progress=None if args.json else progress, proposers=proposers, llm=llm, hints=hints)
+                       progress=None if args.json else progress, proposers=proposers, llm=llm, hints=hints,
+                       languages=args.languages)
     doc = res.to_json()
     _queue(args, lambda st, review: review.queue_optimize(st, res, args.out))
     if args.json:

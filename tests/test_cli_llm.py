@@ -40,8 +40,10 @@ def captured(monkeypatch):
 
     def optimize(model, *, target="cpu", budget=300, max_candidates=64, out="out", seed=0, resume=False,
                  contract=None, inputs=None, config=None, store=None, progress=None, search_config=None,
-                 force=False, proposers=("builtin",), llm=None, hints=()):
+                 force=False, proposers=("builtin",), llm=None, hints=(), languages=None):
         calls.append({"model": model, "proposers": proposers, "llm": llm, "hints": hints})
+        if languages is not None:
+            calls[-1]["languages"] = languages
         return _Result()
     monkeypatch.setattr(cli.api, "optimize", optimize)
     return calls

@@ -86,8 +86,27 @@ DEFAULT_LANGUAGES = {"cuda": ("triton", "cuda"), "cpu": ("cpp",)}
 LANGUAGES = ("triton", "cuda", "pallas", "cpp")
 
 
+#: what --languages pallas says when JAX is not installed
+PALLAS_NEEDS_JAX = ("the pallas language needs JAX: pip install 'kernelgate[pallas]' (on an NVIDIA GPU with "
+                    "CUDA 13: pip install 'jax[cuda13]')")
+
+
 def default_languages(target: str) -> tuple[str, ...]:
     return DEFAULT_LANGUAGES.get(target, ())
+
+
+def parse_languages(spec: str | Sequence[str] | None) -> tuple[str, ...]:
+    """--languages (a comma list, or a sequence) as a tuple in the given order; () for none given. Raises
+    ValueError naming an unknown language, or that pallas needs JAX when it is not installed."""
+    import importlib.util
+    items = spec.split(",") if isinstance(spec, str) else list(spec or ())
+    out = tuple(dict.fromkeys(s.strip().lower() for s in items if s and s.strip()))
+    unknown = [s for s in out if s not in LANGUAGES]
+    if unknown:
+        raise ValueError(f"unknown kernel language {', '.join(map(repr, unknown))} (known: {', '.join(LANGUAGES)})")
+    if "pallas" in out and importlib.util.find_spec("jax") is None:
+        raise ValueError(PALLAS_NEEDS_JAX)
+    return out
 
 
 def modes_of(proposer: Any) -> tuple[str, ...]:

@@ -59,8 +59,10 @@ class Search:
 
     def __init__(self, task: Task, run_id: str, out_dir: Path, budget: Budget, seed: int, cfg: GateConfig,
                  scfg: SearchConfig, store: Store, say: Callable[[str], None], *, proposers: Sequence[Proposer],
-                 analyse: Analyse, fusion_source: Any = None, clock: Clock = time.monotonic):
+                 analyse: Analyse, fusion_source: Any = None, clock: Clock = time.monotonic,
+                 languages: Sequence[str] = ()):
         self.task, self.run_id, self.out_dir, self.budget = task, run_id, out_dir, budget
+        self.languages = tuple(languages)             # Context.languages: () the target's defaults
         self.cfg, self.scfg, self.store, self.say = cfg, scfg, store, say
         self.proposers = list(proposers)
         self.analyse, self.fusion_source = analyse, fusion_source
@@ -218,7 +220,7 @@ class Search:
         return Context(Path(t.ref.spec.path).read_text(), t.ref.spec.cls, "cuda" if t.device.startswith("cuda")
                        else "cpu", device_name(t.device), t.contract, self.graph, tuple(self.history), self.machine,
                        baseline_ms=base.median_ms if base else None, predicted_ms=ev.predicted_ms(),
-                       generation=generation, mode=mode)
+                       generation=generation, mode=mode, languages=self.languages)
 
     def _machine(self):
         """The device's machine model (Context.machine holds it as a dict); None when it cannot be read."""

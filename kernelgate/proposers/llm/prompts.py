@@ -10,22 +10,43 @@ import re
 from typing import Any, Iterable
 
 from ...records import Evaluation, Reason
-from .. import Context
+from .. import Context, default_languages
 
 MAX_SOURCE = 30_000         # characters of the workload source in a prompt
 MAX_BODY = 12_000           # characters of a candidate's own code in a prompt
 ERROR_LINES = 14            # lines of a failure's detail in a prompt
 
+#: how to write a candidate in each kernel language (Context.languages picks them; the target's defaults else)
 LANGUAGE = {
-    "cuda": ("NVIDIA GPU. Write kernels in Triton (`import triton`, `import triton.language as tl`, `@triton.jit`) "
-             "or in CUDA C++ compiled with `torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., "
-             "cuda_sources=..., functions=[...])`; calling cuBLAS / cuDNN through torch where they are the "
-             "fastest way, and rewrites in plain PyTorch, count too."),
-    "cpu": ("CPU. Write C++ compiled with `torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., "
+    "triton": "Triton (`import triton`, `import triton.language as tl`, `@triton.jit`)",
+    "cuda": ("CUDA C++ compiled with `torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., "
+             "cuda_sources=..., functions=[...])`"),
+    "pallas": ("JAX Pallas (`from jax.experimental import pallas as pl`, `pl.pallas_call`), called from the torch "
+               "module through DLPack without copies (`jax.dlpack.from_dlpack(tensor)`, `torch.from_dlpack(array)`); "
+               "set `os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'false'` before the first `import jax`"),
+    "cpp": ("C++ compiled with `torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., "
             "functions=[...], extra_cflags=['-O3', '-march=native', '-fopenmp'], extra_ldflags=['-fopenmp'])` "
-            "(OpenMP threads and SIMD welcome; at::parallel_for too), or rewrites in plain PyTorch. No CUDA, "
-            "no Triton."),
+            "(OpenMP threads and SIMD welcome; at::parallel_for too)"),
 }
+DEVICE = {"cuda": "NVIDIA GPU", "cpu": "CPU"}
+LIBRARIES = {"cuda": "calling cuBLAS / cuDNN through torch where they are the fastest way, and rewrites in plain "
+                     "PyTorch, count too",
+             "cpu": "rewrites in plain PyTorch count too"}
+
+
+def target_line(ctx: Context) -> str:
+    """The target and the kernel languages a candidate may be written in (and those it may not)."""
+    langs = [lang for lang in (ctx.languages or default_languages(ctx.target)) if lang in LANGUAGE]
+    line = f"{DEVICE.get(ctx.target, ctx.target)}. "
+    if langs:
+        line += "Write kernels in " + ", or in ".join(LANGUAGE[lang] for lang in langs) + "; "
+    line += LIBRARIES.get(ctx.target, LIBRARIES["cpu"]) + "."
+    others = [lang for lang in ("triton", "cuda", "pallas") if lang not in langs]
+    if others:
+        line += " Not in " + ", ".join({"triton": "Triton", "cuda": "CUDA C++", "pallas": "Pallas"}[o]
+                                       for o in others) + "."
+    return line
+
 
 FILE_CONTRACT = """\
 The candidate file is the workload source above, verbatim, followed by your code. So `Model`,
@@ -204,7 +225,7 @@ def system_prompt(ctx: Context, hints: Iterable[str] = ()) -> str:
         "You are a performance engineer writing faster implementations of a PyTorch module. Every candidate "
         "is built, checked against an fp64 oracle on fresh inputs and timed by a gate that cannot be fooled; "
         "only a verified, measurably faster candidate counts.",
-        f"Target: {LANGUAGE.get(ctx.target, LANGUAGE['cpu'])}",
+        f"Target: {target_line(ctx)}",
         "Machine:\n" + "\n".join("- " + line for line in machine_lines(ctx.machine, ctx.device_name)),
         f"The workload (class `{ctx.reference_class}`):\n" + _fence(_clip(ctx.reference_source, MAX_SOURCE)),
     ]
