@@ -7,9 +7,9 @@ candidate uses, each whole and once, in RUNTIME_FILES order, with their relative
 dropped: in one namespace every name is defined above the files that import it. The modules the package
 and its tests import are thus the very text a candidate runs.
 
-Rules for a runtime file (tests/kernels/test_manifest.py checks them): it imports torch, triton and the
-standard library, and of kernelgate only sibling runtime files listed before it, relatively and at the top
-level; every name it defines at the top level starts with kg_ / _kg_ / KG_ / _KG_ (the candidate's
+Rules for a runtime file (tests/kernels/test_manifest.py checks them): it imports torch, triton, jax (the
+pallas files, lazily) and the standard library, and of kernelgate only sibling runtime files listed before
+it, relatively and at the top level; every name it defines at the top level starts with kg_ / _kg_ / KG_ / _KG_ (the candidate's
 namespace also holds the reference's names and the other library code pasted there) and no other runtime
 file defines it; no `from __future__` import (it would have to open the candidate file).
 """
@@ -23,12 +23,14 @@ HERE = Path(__file__).resolve().parent
 
 #: every runtime file, in bundle order (a file comes after the files it imports)
 RUNTIME_FILES = ("ir.py", "fx.py", "cache.py", "triton_render.py", "triton_launch.py", "triton_rewrite.py",
-                 "cpp_render.py", "cpp_launch.py", "cpp_rewrite.py")
+                 "cpp_render.py", "cpp_launch.py", "cpp_rewrite.py", "pallas_render.py", "pallas_launch.py",
+                 "pallas_rewrite.py")
 
 #: runtime -> the files every candidate using it gets
 MANIFEST: dict[str, tuple[str, ...]] = {
     "triton": ("ir.py", "fx.py", "cache.py", "triton_render.py", "triton_launch.py", "triton_rewrite.py"),
     "cpp": ("ir.py", "fx.py", "cache.py", "cpp_render.py", "cpp_launch.py", "cpp_rewrite.py"),
+    "pallas": ("ir.py", "fx.py", "pallas_render.py", "pallas_launch.py", "pallas_rewrite.py"),
 }
 
 

@@ -14,14 +14,15 @@ from typing import Any, Callable
 from ...kernels import manifest
 from ...records import Candidate, Level
 from .. import EXPLORE, LANGUAGES, REFINE, Context, make_candidate
-from . import cpp_kernels, fx_rewrites, onednn, precision, triton_fusion, triton_kernels
+from . import cpp_kernels, fx_rewrites, onednn, pallas_kernels, precision, triton_fusion, triton_kernels
 
 REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
-               **cpp_kernels.CPP_REWRITES, **onednn.ONEDNN_REWRITES, **precision.PRECISION_REWRITES}
+               **cpp_kernels.CPP_REWRITES, **onednn.ONEDNN_REWRITES, **precision.PRECISION_REWRITES,
+               **pallas_kernels.PALLAS_REWRITES}
 
 #: rewrite -> the kernels/ runtime its candidates bundle (kernels/manifest.py)
 KERNEL_RUNTIMES = {**dict.fromkeys(triton_fusion.TRITON_FUSION_REWRITES, triton_fusion.RUNTIME),
-                   **dict.fromkeys(cpp_kernels.CPP_REWRITES, cpp_kernels.RUNTIME)}
+                   **dict.fromkeys(cpp_kernels.CPP_REWRITES, cpp_kernels.RUNTIME), **pallas_kernels.KERNEL_RUNTIMES}
 
 GPU = "cuda"
 
@@ -64,9 +65,8 @@ _FX_HEADER = "# graph rewrites (torch.fx), applied to the level below at the fir
 
 
 def _rewrite_source(rewrites: list[str]) -> str:
-    """The code the rewrites run, in the candidate's own file so it is self-contained: fx_rewrites' functions
-    (and triton_kernels' or onednn's for their rewrites) pasted verbatim, then the kernels/ runtime files the rewrites
-    need, bundled from kernels/manifest.py."""
+    """The code the rewrites run, in the candidate's file (self-contained): fx_rewrites' functions (triton_kernels' or
+    onednn's for their rewrites) pasted verbatim, then the kernels/ runtimes they need (kernels/manifest.py's bundle)."""
     src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
     if any(r in triton_kernels.TRITON_REWRITES for r in rewrites):
         src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
@@ -384,7 +384,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("precision", "precision", lambda ctx: bool(ctx.contract.precision), _render_precision,
              lambda ctx: [{"format": f} for f in ctx.contract.precision],
              doc="lower precision, only as the contract declares"),
-)
+) + pallas_kernels.strategies(Strategy, _render_rewrite)     # JAX Pallas kernels (kernels/pallas_*.py), --languages pallas
 
 
 # Expected speedup of each strategy before anything is measured: the explore order (one variant of every strategy
