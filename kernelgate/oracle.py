@@ -72,13 +72,27 @@ ALONG_DIM_OPS = ("_softmax", "_log_softmax", "cumsum", "logcumsumexp")      # (i
 #: ops that round floats onto an integer grid: an output with one on its way is judged in grid steps
 QUANTIZING_OPS = ("round", "quantize_per_tensor", "quantize_per_channel", "fake_quantize_per_tensor_affine",
                   "fake_quantize_per_channel_affine")
-#: ops whose outputs are positions, counts or truth values, not values on a grid (an argmax of rounded logits is
-#: a class: one step off is the wrong class), so a rounding op before them does not make those outputs rounded;
-#: VALUES_THEN_INDEX_OPS return (values, indices, ...): their values keep the mark, the rest do not
-INDEX_OPS = ("argmax", "argmin", "argsort", "nonzero", "argwhere", "bincount", "histc", "count_nonzero",
-             "searchsorted", "bucketize", "eq", "ne", "lt", "le", "gt", "ge")
+#: the ops whose outputs keep a rounding mark: values on the grid moved, selected, reshaped, clamped, shifted or
+#: scaled (a zero point, a scale, a dequantization, a cast), so one step off in an input is one step off there.
+#: Anything else (an argmax, a comparison, a remainder, a floor_divide, a bit operation, a hash: a class or a
+#: position computed from rounded values, where one step off is the wrong answer) ends the mark: an allow-list,
+#: since a deny-list missed `remainder` (red team 23: 161 of 163840 hash buckets wrong, accepted)
+GRID_KEEPING_OPS = (
+    "_to_copy", "to", "copy", "copy_", "clone", "contiguous", "alias", "detach", "lift_fresh", "lift_fresh_copy",
+    "view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind", "cat",
+    "stack", "as_strided", "index", "gather", "index_select", "take", "repeat", "flip", "roll",
+    "clamp", "clamp_min", "clamp_max", "hardtanh", "relu", "add", "sub", "rsub", "neg", "mul", "div", "sum",
+    "int_repr", "dequantize", "_make_per_tensor_quantized_tensor", "_make_per_channel_quantized_tensor",
+    "amax", "amin", "maximum", "minimum")
+#: ops returning (values, indices, ...): their values keep the mark, the rest do not
 VALUES_THEN_INDEX_OPS = ("max", "min", "sort", "topk", "kthvalue", "mode", "median", "nanmedian", "cummax",
                          "cummin", "_unique", "_unique2", "unique_dim", "unique_consecutive")
+
+
+def keeps_rounding(name: str, n: int) -> bool:
+    """Whether output `n` of op `name` stays on the grid of a rounded input (GRID_KEEPING_OPS)."""
+    return name in QUANTIZING_OPS or name in GRID_KEEPING_OPS or (name in VALUES_THEN_INDEX_OPS and n == 0)
 
 
 def reduction_k(name: str, args: tuple, out: Any) -> int:
@@ -135,7 +149,7 @@ class _RecordOps(TorchDispatchMode):
         for n, t in enumerate(tree_leaves(out)):
             if isinstance(t, torch.Tensor):
                 self.k[t] = max(k, self.k.get(t, 0))
-                if rounded and name not in INDEX_OPS and not (name in VALUES_THEN_INDEX_OPS and n > 0):
+                if rounded and keeps_rounding(name, n):
                     self.rounded[t] = True
         return out
 

@@ -288,15 +288,13 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
 
 def relayout(x: torch.Tensor) -> torch.Tensor | None:
     """The same values in another dense memory layout, the same for every call (the build phase's last calls
-    see it, so a compiler's recompile for these strides happens before the lockdown): channels_last for a
-    4-d input, else the dims' order in memory reversed (column-major); None when that is no other layout
-    (fewer than two dims of size > 1)."""
+    see it, so a compiler's recompile for these strides happens before the lockdown): the dims' order in memory
+    reversed (column-major), for every rank: no dim keeps unit stride and no two neighbours keep their stride
+    ratio, so a kernel assuming either (a plane walked as H*W elements, a correct read of NCHW and
+    channels_last only: red team 23) reads the wrong elements; None when that is no other layout (fewer
+    than two dims of size > 1)."""
     if sum(1 for n in x.shape if n > 1) < 2:
         return None
-    if x.dim() == 4:
-        y = x.detach().contiguous(memory_format=torch.channels_last)
-        if y.stride() != x.stride() and not y.is_contiguous():
-            return y
     rev = list(range(x.dim()))[::-1]
     y = x.detach().permute(rev).contiguous().permute(rev)
     return y if y.stride() != x.stride() and not y.is_contiguous() else None

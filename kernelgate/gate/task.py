@@ -183,8 +183,8 @@ def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
     """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh):
     uniformly over the range the trials infer for it ({"low", "high"}: a timestep shared by the batch moves
     too), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where the
-    reference accepts such a draw (trials.Prober.ok: it runs, no new non-finite outputs), all at once or each
-    alone. Decided once per task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
+    reference accepts such a draw (trials.Prober.ok: it runs, no new non-finite outputs), all at once or grown
+    one input at a time (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
     done = getattr(o, "resampled", None)
     if done is not None:
@@ -193,7 +193,7 @@ def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
             and not x.is_floating_point() and not x.is_complex()]
     marks: dict[int, Any] = {}
     if ints:
-        from .trials import first_accepted, prober
+        from .trials import most_accepted, prober
         pr = prober(task)
         domains = pr.domains()
         want = {i: {"low": domains[i].low, "high": domains[i].high}
@@ -201,7 +201,7 @@ def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
         mark = [want.get(i, False) for i in range(len(xs))]
         dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
         drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, [0.0] * len(xs), task.device)
-        keys = first_accepted(pr, dev, o.state0, {i: drawn[i] for i in ints})
+        keys = most_accepted(pr, dev, o.state0, {i: drawn[i] for i in ints})
         pr.restore()
         marks = {i: want[i] for i in keys}
         if len(keys) < len(ints):
