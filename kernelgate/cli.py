@@ -133,6 +133,8 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("runs", help="recent results from the store")
     r.add_argument("--limit", type=int, default=20)
     _common(r, target="any")
+    from .port.command import add_parser as port_parser
+    port_parser(sub, _common, _proposer_args)
     from .suite.command import add_parser as suite_parser
     suite_parser(sub, _common)
     from .mcp.command import add_parser as mcp_parser
@@ -570,6 +572,11 @@ def _bench_outcome(doc: dict, summary: str) -> tuple[str, str]:
     return ("accepted" if ok else "rejected"), (f"{summary}; {tail}" if summary else tail)
 
 
+def cmd_port(args: argparse.Namespace) -> int:
+    from .port.command import main as port_main
+    return port_main(args, proposer_options(args))
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
     from .suite.command import main as suite_main
     return suite_main(args)
@@ -588,4 +595,4 @@ def cmd_review(args: argparse.Namespace) -> int:
 COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
             "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
             "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit, "mcp": cmd_mcp,
-            "review": cmd_review}
+            "review": cmd_review, "port": cmd_port}
