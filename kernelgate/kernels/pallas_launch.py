@@ -24,7 +24,8 @@ from .ir import _kg_ir_eval
 from .pallas_render import (_kg_pl_gemm_kernel, _kg_pl_jax, _kg_pl_pointwise_kernel, _kg_pl_row_kernel,
                             kg_pallas_available)
 
-KG_PALLAS_NO_JAX = "the pallas language needs JAX: pip install 'kernelgate[pallas]' (or jax[cuda12] for GPUs)"
+KG_PALLAS_NO_JAX = ("the pallas language needs JAX: pip install 'kernelgate[pallas]' (on an NVIDIA GPU with CUDA 13: "
+                    "pip install 'jax[cuda13]')")
 
 _KG_PL_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 _KG_PL_INTERPRET_STEPS = 8       # grid steps a dimension in interpret mode (each step copies the output)

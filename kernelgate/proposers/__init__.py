@@ -39,8 +39,10 @@ class Context:
     languages: tuple[str, ...] = ()
 
     def allows(self, language: str) -> bool:
-        """Whether candidates may use this kernel language (triton | cuda | pallas | cpp)."""
-        return language in (self.languages or default_languages(self.target))
+        """Whether candidates may use this kernel language (triton | cuda | pallas | cpp); given a strategy's name
+        (triton:softmax, cpp:pointwise), whether its language is allowed (names of no language always are)."""
+        language = language.split(":", 1)[0]
+        return language not in LANGUAGES or language in (self.languages or default_languages(self.target))
 
     def tried(self) -> set[str]:
         return {e.candidate.id for e in self.history}

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ...kernels import manifest
 from ...records import Candidate, Level
-from .. import EXPLORE, LANGUAGES, REFINE, Context, make_candidate
+from .. import EXPLORE, REFINE, Context, make_candidate
 from . import cpp_kernels, fx_rewrites, onednn, pallas_kernels, precision, triton_fusion, triton_kernels
 
 REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
@@ -41,13 +41,6 @@ class Strategy:
     #: variant parameters that schedule a kernel, never change what it computes (tiles, warps, stages; docs/GATE.md
     #: "Parametric variants"): never precision, a code path, a compile mode, output buffers or a layout
     tuning: frozenset[str] = frozenset()
-
-
-def language_allowed(strategy: Strategy, ctx: Context) -> bool:
-    """A strategy named after a kernel language (triton:*, cpp:*, pallas:*, cuda:*) applies only where the run
-    allows that language; the others (rewrites in PyTorch, compile, runtime settings) everywhere."""
-    lang = strategy.name.split(":", 1)[0]
-    return lang not in LANGUAGES or ctx.allows(lang)
 
 
 def _tag(name: str, params: dict[str, Any]) -> str:
@@ -510,9 +503,8 @@ def render(ctx: Context, levels: list[tuple[Strategy, dict[str, Any]]]) -> str:
 
 
 class Library:
-    """The built-in proposer: explorers try every applicable strategy on the reference; refiners stack
-    one more strategy on the best verified candidates, or change one of their levels' parameters.
-    Each candidate carries its stack (`Candidate.stack`: the levels' names and parameters, bottom first)."""
+    """The built-in proposer: explorers try every applicable strategy on the reference; refiners stack one more on
+    the best verified candidates, or change a level's parameters. A candidate carries its `Candidate.stack`."""
 
     name = "library"
     modes = (EXPLORE, REFINE)
@@ -552,10 +544,8 @@ class Library:
         return n
 
     def singles(self, ctx: Context) -> list[list[tuple[Strategy, dict[str, Any]]]]:
-        """Every applicable strategy's variants, each alone (refine stacks them); a strategy writing kernels in
-        a language the run does not allow (optimize --languages) is left out."""
-        return [[(s, v)] for s in self.strategies if language_allowed(s, ctx) and s.applies(ctx)
-                for v in s.variants(ctx)]
+        """Every applicable strategy's variants, each alone, if its kernel language is allowed (Context.allows)."""
+        return [[(s, v)] for s in self.strategies if ctx.allows(s.name) and s.applies(ctx) for v in s.variants(ctx)]
 
     def propose(self, ctx: Context, rng: random.Random, n: int, generation: int | None = None,
                 mode: str | None = None) -> list[Candidate]:
