@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import secrets
 import struct
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 import torch
@@ -64,6 +66,14 @@ class Batch:
     walls_ms: list[float]                # per iteration, on the judge's clock: the basis of every claim
     samples_ms: list[float]              # in-process samples: diagnostics, never the basis of a claim
     commits: list                        # per iteration: [output digests, input digests after the call]
+
+
+def uses_jax(path: str) -> bool:
+    """Whether a file's text imports JAX (the worker then starts JAX before the import: sandbox/jobs.prime_jax)."""
+    try:
+        return re.search(r"\b(import|from)\s+jax\b", Path(path).read_text(errors="replace")) is not None
+    except OSError:
+        return False
 
 
 class Session:
@@ -129,7 +139,8 @@ class Session:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
         with self.phase("worker start"):        # a spare started ahead has (part of) this behind it
-            self.request({"op": "prime", "device": t.device}, self.cfg.build_timeout, "start")
+            self.request({"op": "prime", "device": t.device, "jax": uses_jax(self.cand.path)},
+                         self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
         self.thread_stamps0 = isolation.thread_stamps(self.worker.pid) if self.worker.pid else {}

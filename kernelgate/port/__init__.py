@@ -105,7 +105,9 @@ def _forms(spec, target: str) -> list[match.Form]:
 
 def ran_kernels(source: str, spec, target: str, language: str) -> int | None:
     """How many distinct compiled kernel calls the candidate made on the reference's inputs (the launchers'
-    cache of jitted calls), run here; None when the language's runtime keeps no such record."""
+    cache of jitted calls), run here, in this process: only for the port proposer's own candidates (the
+    reference's source and kernelgate's runtime), never another proposer's; None when the language's runtime
+    keeps no such record."""
     import torch
 
     from .. import workload
@@ -165,10 +167,10 @@ def port(impl: str, *, to: str = "pallas", target: str = "cuda", out: str = "out
         res = api.optimize(impl, target=target, budget=budget, max_candidates=max_candidates, out=out, seed=seed,
                            force=force, store=store, config=config, progress=progress, proposers=population,
                            llm=llm, hints=hints, languages=(to,))
-    return _finish(res, spec, scan, forms, to, target, Path(out), notes, say)
+    return _finish(res, spec, scan, forms, to, target, Path(out), notes)
 
 
-def _finish(res, spec, scan, forms, to, target, out_dir: Path, notes, say) -> PortResult:
+def _finish(res, spec, scan, forms, to, target, out_dir: Path, notes) -> PortResult:
     result = PortResult(spec.path, to, target, scan, forms, None, None, None, notes=list(notes))
     if res is not None:
         result.source_ms = res.eager.median_ms if res.eager else None
@@ -186,11 +188,12 @@ def _finish(res, spec, scan, forms, to, target, out_dir: Path, notes, say) -> Po
             best = min(timed, key=lambda e: e.timing.median_ms)
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "port.py").write_text(best.candidate.source)
-            try:
-                ran = ran_kernels(best.candidate.source, spec, target, to)
-            except Exception as e:  # noqa: BLE001 - recorded, the gate's verdict stands
-                ran = None
-                result.notes.append(f"the check that the port's kernels ran failed: {type(e).__name__}: {e}")
+            ran = None
+            if best.candidate.proposer == render.PortProposer.name:   # the reference and kernelgate's code only: never
+                try:                                                    # an agent's candidate outside the sandbox
+                    ran = ran_kernels(best.candidate.source, spec, target, to)
+                except Exception as e:  # noqa: BLE001 - recorded, the gate's verdict stands
+                    result.notes.append(f"the check that the port's kernels ran failed: {type(e).__name__}: {e}")
             result.best = {"id": best.candidate.id, "strategy": best.candidate.strategy,
                            "params": dict(best.candidate.params), "ms": best.timing.median_ms,
                            "spread": best.timing.spread, "ran_kernels": ran}
@@ -204,7 +207,6 @@ def _finish(res, spec, scan, forms, to, target, out_dir: Path, notes, say) -> Po
     report = out_dir / "report.md"
     if report.exists():
         report.write_text(report.read_text().rstrip() + "\n\n" + markdown(result) + "\n")
-    say(line(result))
     return result
 
 
@@ -230,7 +232,8 @@ def markdown(r: PortResult) -> str:
     for c in sorted(r.candidates, key=lambda c: (not c["accepted"], c["ms"] or 1e30)):
         verdict = f"{ms(c['ms'])}" if c["accepted"] else f"rejected ({c['reason']})"
         vs = f"{r.source_ms / c['ms']:.2f}x" if c["accepted"] and c["ms"] and r.source_ms else "-"
-        rows.append(f"| {c['strategy']} {c['params'].get('block', '')} | {verdict} | {vs} |")
+        block = f" block {tuple(c['params']['block'])}" if c["params"].get("block") else ""
+        rows.append(f"| `{c['params'].get('form', c['strategy'])}`{block} | {verdict} | {vs} |")
     rows += ["", "Forms the implementation matched on its own inputs: "
              + (", ".join(f"`{f.describe()}`" for f in r.forms[:6]) or "none"), ""]
     if r.scan.found:

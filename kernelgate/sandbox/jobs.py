@@ -57,6 +57,31 @@ def prime(device: str) -> None:
         pass
 
 
+def prime_jax(device: str) -> None:
+    """JAX started by the harness, before any candidate code, for a file that imports it (a Pallas candidate, a
+    port's Pallas reference): its runtime's threads (XLA's CPU client pools) then exist before the candidate's
+    import, as torch's do; without JAX's GPU memory preallocation; CPU computations dispatched synchronously, so
+    none runs on JAX's threads after a call returns. A DLPack round trip both ways and one interpreted
+    Pallas kernel start what a kernel's first call would. No-op without JAX (the candidate's import then fails)."""
+    import os
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    t = torch.ones(8, device=device)
+    a = jax.dlpack.from_dlpack(t)
+    torch.from_dlpack(jax.jit(lambda v: v + 1)(a)).sum().item()
+    try:        # one of kernelgate's own Pallas kernels: its compile starts XLA's LLVM workers (a pool kept for life)
+        from ..kernels.pallas_launch import kg_pl_layernorm
+        x = torch.ones(4, 8, device=device)
+        kg_pl_layernorm(x, (8,), torch.ones(8, device=device), torch.zeros(8, device=device), 1e-5).sum().item()
+    except Exception:  # noqa: BLE001 - Pallas missing or refusing here: the candidate's own build reports it
+        pass
+
+
 def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: int, device: str,
               compile: bool, compile_options: dict) -> torch.nn.Module:
     """Import the candidate's file, construct its class, load the reference's weights (strict), move it to the

@@ -116,6 +116,10 @@ class Harness:
             self.call(jobs.prime, (self.device,))
             self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
             self.flags0 = self.numerics()
+        if msg.get("jax") and not getattr(self, "jax_primed", False):
+            self.call(jobs.prime_jax, (self.device,))   # JAX's threads before the candidate's import, as torch's
+            self.jax_primed = True
+            self.threads0 = candidate_threads()
         if self.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(self.device).index or 0)
             digests([torch.ones(1 << 16, device=self.device)])   # builds the digest kernel before lockdown

@@ -161,8 +161,9 @@ def test_port_end_to_end_writes_the_port_and_its_report(write, tmp_path):
     doc = json.loads((out / "port.json").read_text())
     assert doc["to"] == "pallas" and doc["forms"][0]["kind"] == "layernorm" and doc["source_ms"] > 0
     assert doc["candidates"] and all(c["strategy"].startswith("port:pallas:") for c in doc["candidates"])
-    assert "## Port" in (out / "report.md").read_text()
-    if r.best is None:      # JAX's CPU client threads outlive the build: the gate's thread rule refuses them today
-        assert {c["reason"] for c in doc["candidates"]} == {"threads"}, doc["candidates"]
-        pytest.xfail("pallas candidates are refused by the worker's thread rule (JAX's CPU client threads)")
-    assert (out / "port.py").exists() and r.best["ran_kernels"] > 0
+    report = (out / "report.md").read_text()
+    assert "## Port" in report and "layernorm(x0, weight=weight, bias=bias, eps=1e-05)" in report
+    # the matched form with the module's weight and bias is verified (the others fail on perturbed parameters)
+    assert r.best is not None and r.exit_code == 0, doc["candidates"]
+    assert (out / "port.py").exists() and r.best["ran_kernels"] > 0 and doc["port_vs_source"] > 0
+    assert "weight=weight, bias=bias" in r.best["params"]["form"]
