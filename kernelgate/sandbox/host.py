@@ -44,13 +44,37 @@ HOME_VARS = ("TRITON_HOME", "XDG_CACHE_HOME", "TORCH_HOME")
 
 
 class WorkerFailure(Exception):
-    """The worker died, timed out, printed too much, or reported a failure of the candidate."""
+    """The worker died, timed out, printed too much, or reported a failure of the candidate. A build's compiler
+    error (C++, CUDA, Triton) comes first in the message, in one line (`compiler_error`): what a person or an
+    agent fixes first, rather than a build log's command lines."""
 
     def __init__(self, reason: Reason, message: str, detail: str = ""):
+        line = compiler_error(message + "\n" + detail)
+        if line and line not in message:
+            first = (message.splitlines()[0] if message else "").split(": [", 1)[0]    # less a build log's command
+            message = f"compiler error: {line}" + (f" ({first[:160]})" if first else "")
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.detail = detail
+
+
+#: a C/C++ or CUDA compiler's diagnostic (gcc/clang: file:line:col: error: ...; nvcc: file(line): error: ...)
+_CC_ERROR = re.compile(r"^(?P<loc>\S+?(?::\d+:\d+|\(\d+\))):?\s+(?:fatal\s+)?error:?\s*(?P<what>.+)$", re.M)
+
+
+def compiler_error(text: str) -> str | None:
+    """The first compiler error in a build failure's text, as one line with its file's name and position
+    (`main.cpp:2:17: 'x' was not declared`; nvcc's `kernel.cu(12): ...`; a Triton CompilationError's position and
+    cause); None when there is none."""
+    m = _CC_ERROR.search(text)
+    if m:
+        loc = m.group("loc").rsplit("/", 1)[-1]
+        return f"{loc}: {m.group('what').strip()}"[:300]
+    t = re.search(r"CompilationError: at (\d+:\d+):\n(?:.*\n)*?\s*\^+\s*\n\s*(\S.*)", text)
+    if t:
+        return f"Triton, at {t.group(1)}: {t.group(2).strip()}"[:300]
+    return None
 
 
 #: the compilers' caches a trusted worker shares (`Worker(cache=...)`)

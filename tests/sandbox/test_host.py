@@ -233,3 +233,21 @@ def test_a_worker_imports_the_judges_own_kernelgate(tmp_path):
     with Worker() as w:
         got = w.request({"op": "hello"}, 60)
     assert got["pid"] > 0
+
+
+def test_a_build_failure_says_its_first_compiler_error_in_one_line():
+    from kernelgate.records import Reason
+    from kernelgate.sandbox.host import WorkerFailure, compiler_error
+    gcc = ("RuntimeError: Error building extension 'kg_x': [1/2] c++ -MMD -c /somewhere/kg_x/main.cpp -o main.o\n"
+           "FAILED: main.o\n/somewhere/kg_x/main.cpp: In function 'int f()':\n"
+           "/somewhere/kg_x/main.cpp:2:17: error: 'nope' was not declared in this scope\n    2 | int f(){ return nope; }\n")
+    nvcc = 'FAILED: cuda.cuda.o\n/somewhere/kg_x/cuda.cu(12): error: identifier "blockIdxx" is undefined\n'
+    triton = ("triton.compiler.errors.CompilationError: at 35:8:\n    y = tl.tanh(acc)\n        ^\n"
+              "AttributeError(\"module 'triton.language' has no attribute 'tanh'\")\n")
+    assert compiler_error(gcc) == "main.cpp:2:17: 'nope' was not declared in this scope"
+    assert compiler_error(nvcc) == 'cuda.cu(12): identifier "blockIdxx" is undefined'
+    assert compiler_error(triton) == "Triton, at 35:8: AttributeError(\"module 'triton.language' has no attribute 'tanh'\")"
+    assert compiler_error("ValueError: no compiler here") is None
+    e = WorkerFailure(Reason.BUILD_ERROR, "importing cand.py failed: RuntimeError: Error building extension", gcc)
+    assert e.message.startswith("compiler error: main.cpp:2:17: 'nope' was not declared") and "\n" not in e.message
+    assert WorkerFailure(Reason.CRASH, "forward: ValueError: x", "tb").message == "forward: ValueError: x"
