@@ -70,6 +70,40 @@ def call(form: Form, block: tuple[int, ...] | None) -> str:
     raise ValueError(f"no {form.kind} template")
 
 
+_TORCH_ACT = {"none": "{}", "relu": "torch.relu({})", "gelu": "F.gelu({})", "gelu_tanh": "F.gelu({}, approximate='tanh')",
+              "silu": "F.silu({})", "sigmoid": "torch.sigmoid({})", "tanh": "torch.tanh({})"}
+
+
+def torch_call(form: Form) -> str:
+    """The form in eager PyTorch (`torch`, `F` in scope): the plain-PyTorch version a port is set beside."""
+    x = [f"args[{i}]" for i in form.inputs]
+    act = _TORCH_ACT[form.act]
+    if form.kind == "act":
+        return act.format(x[0])
+    if form.kind in ("softmax", "log_softmax"):
+        return f"torch.{form.kind}({x[0]}, -1)"
+    if form.kind == "layernorm":
+        return (f"F.layer_norm({x[0]}, ({x[0]}.shape[-1],), {_operand(form, 'weight')}, {_operand(form, 'bias')}, "
+                f"{form.eps!r})")
+    if form.kind == "rmsnorm":
+        return f"F.rms_norm({x[0]}, ({x[0]}.shape[-1],), {_operand(form, 'weight')}, {form.eps!r})"
+    if form.kind == "linear":
+        return act.format(f"F.linear({x[0]}, {_operand(form, 'weight')}, {_operand(form, 'bias')})")
+    if form.kind == "matmul":
+        return act.format(f"torch.matmul({x[0]}, {x[1]})")
+    return act.format(f"({x[0]} {'+' if form.kind == 'add' else '*'} {x[1]})")
+
+
+def torch_module(form: Form) -> str:
+    """Code after the implementation's source that rebinds `Model` to the form in eager PyTorch, with the
+    implementation's constructor and parameters (so its state_dict is the implementation's)."""
+    return ("\n\nimport torch.nn.functional as F  # noqa: E402\n\n_KgImplementation = Model\n\n\n"
+            "class Model(_KgImplementation):\n"
+            f"    \"\"\"{form.describe()} in eager PyTorch.\"\"\"\n\n"
+            "    def forward(self, *args):\n"
+            f"        return {torch_call(form)}\n")
+
+
 def body(form: Form, language: str, block: tuple[int, ...] | None) -> str:
     """The code after the reference source: the language's runtime, then ModelNew calling the form's launcher."""
     return (f"# ---- kernelgate port runtime ({language}) ----\n{manifest.bundle([language])}\n\n\n"
