@@ -12,6 +12,8 @@
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
+#   bash benchmarks/gpu_batch.sh pallas      # 1 GPU, ~8 min: the Pallas GPU tests (JAX's GPU lowering), then the
+#                                            # three examples/ports implementations ported to Pallas and benched
 #   DEV=dir bash benchmarks/gpu_batch.sh lean  # 1 GPU, ~9 min: where prepare's and one judge's time goes on
 #                                            # attention and two dev problems of 6-8 GiB; then the GPU tests
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
@@ -81,6 +83,10 @@ case "${1:-}" in
               --only "48_Mean*" --only "19_ReLU*" --timeout 150 --out "$OUT/lean.json" > "$OUT/lean.txt" 2>&1
           timeout 170 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window" >&2; exit 2 ;;
+    pallas) timeout 120 python -m pytest -q -m gpu tests/kernels/test_pallas.py -p no:cacheprovider \
+                > "$OUT/pytest_pallas.txt" 2>&1
+            timeout 400 python benchmarks/port_pallas.py --target cuda --budget "${BUDGET:-90}" --timeout 200 \
+                --out "$OUT/port_pallas_h200.json" > "$OUT/port_pallas.txt" 2>&1 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

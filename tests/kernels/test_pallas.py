@@ -269,3 +269,30 @@ def test_a_pallas_bundle_runs_where_kernelgate_cannot_be_imported(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "jax before a call: False" in out and "prealloc false" in out and "kernelgate modules: 0" in out, out
+
+
+# ---------------------------------------------------------------- on the GPU (JAX's GPU lowering, no interpreter)
+
+def _jax_gpu() -> bool:
+    import jax
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+@pytest.mark.gpu
+def test_every_template_compiles_for_the_gpu_and_matches_torch(ran):
+    if not torch.cuda.is_available() or not _jax_gpu():
+        pytest.skip("needs a CUDA GPU and a JAX with its GPU backend")
+    d = "cuda"
+    x, w, b = torch.randn(300, 1000, device=d), torch.randn(1000, device=d), torch.randn(1000, device=d)
+    lw, lb = torch.randn(384, 1000, device=d), torch.randn(384, device=d)
+    with torch.no_grad():
+        _close(L.kg_pl_softmax(x, -1), torch.softmax(x, -1))
+        _close(L.kg_pl_layernorm(x, (1000,), w, b, 1e-5), F.layer_norm(x, (1000,), w, b, 1e-5), 1e-4)
+        _close(L.kg_pl_rmsnorm(x, (1000,), w, 1e-6), F.rms_norm(x, (1000,), w, 1e-6), 1e-4)
+        _close(L.kg_pl_pointwise((("gelu", ("i0",), ()),), (1024,), x), F.gelu(x))
+        _close(L.kg_pl_gemm((("relu", ("i0",), ()),), (64, 64, 32), "linear", x, lw, lb),
+               torch.relu(F.linear(x, lw, lb)), 1e-3)
+    assert ran == ["row", "row", "row", "pointwise", "gemm"], ran
