@@ -85,6 +85,8 @@ GRID_KEEPING_OPS = (
     "clamp", "clamp_min", "clamp_max", "hardtanh", "relu", "add", "sub", "rsub", "neg", "mul", "div", "sum",
     "int_repr", "dequantize", "_make_per_tensor_quantized_tensor", "_make_per_channel_quantized_tensor",
     "amax", "amin", "maximum", "minimum")
+#: grid-keeping ops that select from their first argument by the others: only the first argument's mark passes
+SELECTING_OPS = ("index", "gather", "index_select", "take", "select", "slice", "narrow", "as_strided")
 #: ops returning (values, indices, ...): their values keep the mark, the rest do not
 VALUES_THEN_INDEX_OPS = ("max", "min", "sort", "topk", "kthvalue", "mode", "median", "nanmedian", "cummax",
                          "cummin", "_unique", "_unique2", "unique_dim", "unique_consecutive")
@@ -145,7 +147,11 @@ class _RecordOps(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
         k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in ins])
-        rounded = name in QUANTIZING_OPS or any(self.rounded.get(t, False) for t in ins)
+        # a selection (index, gather, take, index_select) keeps the mark of the tensor it selects from, not of its
+        # index: a table value chosen by a rounded position is not on a grid (red team 24: a lookup table had
+        # one-step leeway)
+        marked = [a for a in args[:1] if isinstance(a, torch.Tensor)] if name in SELECTING_OPS else ins
+        rounded = name in QUANTIZING_OPS or any(self.rounded.get(t, False) for t in marked)
         for n, t in enumerate(tree_leaves(out)):
             if isinstance(t, torch.Tensor):
                 self.k[t] = max(k, self.k.get(t, 0))

@@ -252,6 +252,18 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
     """
     out = []
     for i, x in enumerate(xs):
+        if isinstance(x, torch.Tensor) and x.is_complex() and kind != "given" and x.numel():
+            # complex inputs widen as their real and imaginary parts (red team 24: never varied, a capped
+            # magnitude was accepted); tensors inside lists and tuples widen as top-level ones
+            parts = torch.view_as_real(x.detach().resolve_conj().contiguous())
+            out.append(torch.view_as_complex(widen([parts], kind, gen, Contract())[0].contiguous()))
+            continue
+        if isinstance(x, (list, tuple)) and kind != "given" and any(isinstance(y, torch.Tensor) for y in x):
+            try:
+                out.append(type(x)(widen(list(x), kind, gen, Contract())))
+            except TypeError:                   # a tuple subclass taking other arguments
+                out.append(x)
+            continue
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or kind == "given" or x.numel() == 0:
             out.append(x)
             continue
@@ -284,20 +296,6 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
             y = y.contiguous()
         out.append(y)
     return out
-
-
-def relayout(x: torch.Tensor) -> torch.Tensor | None:
-    """The same values in another dense memory layout, the same for every call (the build phase's last calls
-    see it, so a compiler's recompile for these strides happens before the lockdown): the dims' order in memory
-    reversed (column-major), for every rank: no dim keeps unit stride and no two neighbours keep their stride
-    ratio, so a kernel assuming either (a plane walked as H*W elements, a correct read of NCHW and
-    channels_last only: red team 23) reads the wrong elements; None when that is no other layout (fewer
-    than two dims of size > 1)."""
-    if sum(1 for n in x.shape if n > 1) < 2:
-        return None
-    rev = list(range(x.dim()))[::-1]
-    y = x.detach().permute(rev).contiguous().permute(rev)
-    return y if y.stride() != x.stride() and not y.is_contiguous() else None
 
 
 def _chunks(y: torch.Tensor):

@@ -168,10 +168,11 @@ class Session:
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:
             self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
-        keys = layout_keys(t)               # the layout trial's strides: a compiler recompiles for them now
-        if keys:
-            self.request({"op": "call", "inputs": relaid(t.given, keys), "settle": True}, self.cfg.call_timeout,
-                         "forward (inputs in another memory layout)")
+        for which in (0, 1):                # the layout trials' strides: a compiler recompiles for them now
+            keys = layout_keys(t, which)
+            if keys:
+                self.request({"op": "call", "inputs": relaid(t, t.given, keys, which), "settle": True},
+                             self.cfg.call_timeout, "forward (inputs in another memory layout)")
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:

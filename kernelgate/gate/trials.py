@@ -9,7 +9,8 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - two edit trials follow a random trial: its inputs changed at a few positions, then at one position,
   parameters unchanged (a cache keyed on sampled elements answers stale);
 - float arguments of forward (an `alpha`) take other values, scaled and sign-flipped, in those trials too;
-- one main trial gives its tensors in another memory layout (column-major, every rank);
+- one main trial gives its tensors in another memory layout (column-major), a second (3+ dims) in another
+  memory order drawn per task;
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
 Every trial that goes where the given inputs do not is probed first: the reference must run and give
 finite outputs (or no more non-finite ones than without the change), else the trial falls back to the
@@ -17,6 +18,7 @@ workload's own values (or is left out, for the NaN/Inf trial).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -259,6 +261,10 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     plain = [i for i in others if i not in flip_at]         # trials with nothing else on them: one is kept so
     pick = plain if len(plain) > 1 else [i for i in others if i in flip_at] or others    # (a short plan's)
     layout_at = r.choice(pick) if pick and task.contract.layouts else -1
+    # a second layout trial (another memory order) where an input has 3 or more dims
+    deep = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 3 for x in task.given)
+    rest = [i for i in pick if i != layout_at]
+    layout_at2 = r.choice(rest) if rest and deep and task.contract.layouts else -1
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -269,7 +275,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
             if t == n:
                 break
             pr.loaded = None
-            trial = _main_trial(task, pr, g, r, t, flip_at, half, t == layout_at)
+            trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
+                                else None)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
             else:
@@ -279,7 +286,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
-                half: list[str], layout: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+                half: list[str], layout: int | None = None) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
     xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
@@ -312,8 +319,8 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
             xs = merged(xs, widened, keys)
             notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
         xs = _vary_scalars(pr, r, xs, state, notes)
-    if layout:
-        xs = _other_layout(task, xs, notes)
+    if layout is not None:
+        xs = _other_layout(task, xs, notes, layout)
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
 
 
@@ -395,37 +402,89 @@ def _short(x: Any) -> str:
     return repr(_map_floats(x, lambda v: float(f"{v:.4g}")))
 
 
-def layout_keys(task: Any) -> list[int]:
-    """The inputs the layout trial gives in another memory layout (workload.relayout): those the reference
+def memory_orders(rank: int) -> list[tuple[int, ...]]:
+    """The dims' orders in memory (outermost first) the layout trials draw from: those where no two neighbouring
+    dims stay neighbours in their own order, so no stride ratio of the row-major layout survives (a plane walked
+    as H*W elements, a raw row-major read, both fail); the reversed order (column-major) first. Up to 5 dims
+    enumerated, beyond that the reversed order alone."""
+    rev = tuple(range(rank))[::-1]
+    if rank > 5:
+        return [rev]
+    out = [p for p in itertools.permutations(range(rank))
+           if all(p.index(i + 1) != p.index(i) + 1 for i in range(rank - 1))]
+    return [rev] + [p for p in out if p != rev]
+
+
+def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | None:
+    """The same values in another dense memory layout, the same for every call with the same (which, seed) (the
+    build phase's last calls see it, so a compiler's recompile for these strides happens before the lockdown).
+    which 0: the dims' order in memory reversed (column-major); which 1: another order of `memory_orders`, drawn
+    by `seed` (a task's secret: a kernel right for row-major, column-major and a few layouts it special-cases
+    and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24). None when
+    that is no other layout (fewer than two dims of size > 1; no second order for 2 dims)."""
+    if sum(1 for n in x.shape if n > 1) < 2:
+        return None
+    orders = memory_orders(x.dim())
+    if which == 0:
+        choices = orders[:1]
+    else:
+        choices = orders[1:]
+        random.Random(seed * 1000003 + x.dim()).shuffle(choices)
+    for order in choices:
+        inverse = [order.index(i) for i in range(x.dim())]
+        y = x.detach().permute(order).contiguous().permute(inverse)
+        if y.stride() != x.stride() and not y.is_contiguous():
+            return y
+    return None
+
+
+def layout_seed(task: Any) -> int:
+    """The task's secret for the second layout trial's memory order (relayout), drawn once."""
+    o = task.oracle
+    seed = getattr(o, "layout_seed", None)
+    if seed is None:
+        import secrets
+        seed = o.layout_seed = secrets.randbits(31)
+    return seed
+
+
+def layout_keys(task: Any, which: int = 0) -> list[int]:
+    """The inputs layout trial `which` gives in another memory layout (relayout): those the reference
     accepts so (most_accepted on the given inputs); decided once per task."""
     o = task.oracle
-    done = getattr(o, "layout_keys", None)
+    cache = getattr(o, "layout_keys", None)
+    if not isinstance(cache, dict):
+        cache = o.layout_keys = {}
+    done = cache.get(which)
     if done is None:
         xs, done = task.given, []
         new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
-               for y in [workload.relayout(x)] if y is not None} if task.contract.layouts else {}
+               for y in [relayout(x, which, layout_seed(task))] if y is not None} \
+            if task.contract.layouts else {}
         if new:
             pr = prober(task)
             done = most_accepted(pr, xs, o.state0, new)
             pr.restore()
-        o.layout_keys = done
+        cache[which] = done
     return done
 
 
-def relaid(xs: list[Any], keys: list[int]) -> list[Any]:
-    """`xs` with the inputs `keys` in their other memory layout (workload.relayout)."""
-    return [workload.relayout(x) if i in keys else x for i, x in enumerate(xs)]
+def relaid(task: Any, xs: list[Any], keys: list[int], which: int = 0) -> list[Any]:
+    """`xs` with the inputs `keys` in layout trial `which`'s memory layout (relayout)."""
+    seed = layout_seed(task)
+    return [relayout(x, which, seed) if i in keys else x for i, x in enumerate(xs)]
 
 
-def _other_layout(task, xs: list[Any], notes: list[str]) -> list[Any]:
-    """The trial's tensors with the same values in another memory layout (column-major), for
-    the inputs the reference accepts so (`layout_keys`): a kernel reading its input's memory as if it were
-    contiguous fails (contract: layouts = false keeps the workload's own)."""
-    keys = layout_keys(task)
+def _other_layout(task, xs: list[Any], notes: list[str], which: int = 0) -> list[Any]:
+    """The trial's tensors with the same values in another memory layout (0: column-major; 1: another order,
+    a task's secret), for the inputs the reference accepts so (`layout_keys`): a kernel reading its input's
+    memory as if it were contiguous, or right for a few layouts only, fails (contract: layouts = false keeps the
+    workload's own)."""
+    keys = layout_keys(task, which)
     if not keys:
         notes.append("no other input layout the reference accepts")
         return xs
-    ys = relaid(xs, keys)
+    ys = relaid(task, xs, keys, which)
     notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, ys[i].stride()))}]" for i in keys))
     return ys
 

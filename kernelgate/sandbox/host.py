@@ -29,6 +29,7 @@ from . import ipc, isolation
 from .audit import EXIT_INTRUSION
 from ..errors import KernelgateError
 from ..records import Reason
+from .compiler import compiler_error
 
 log = logging.getLogger(__name__)
 
@@ -59,22 +60,6 @@ class WorkerFailure(Exception):
         self.detail = detail
 
 
-#: a C/C++ or CUDA compiler's diagnostic (gcc/clang: file:line:col: error: ...; nvcc: file(line): error: ...)
-_CC_ERROR = re.compile(r"^(?P<loc>\S+?(?::\d+:\d+|\(\d+\))):?\s+(?:fatal\s+)?error:?\s*(?P<what>.+)$", re.M)
-
-
-def compiler_error(text: str) -> str | None:
-    """The first compiler error in a build failure's text, as one line with its file's name and position
-    (`main.cpp:2:17: 'x' was not declared`; nvcc's `kernel.cu(12): ...`; a Triton CompilationError's position and
-    cause); None when there is none."""
-    m = _CC_ERROR.search(text)
-    if m:
-        loc = m.group("loc").rsplit("/", 1)[-1]
-        return f"{loc}: {m.group('what').strip()}"[:300]
-    t = re.search(r"CompilationError: at (\d+:\d+):\n(?:.*\n)*?\s*\^+\s*\n\s*(\S.*)", text)
-    if t:
-        return f"Triton, at {t.group(1)}: {t.group(2).strip()}"[:300]
-    return None
 
 
 #: the compilers' caches a trusted worker shares (`Worker(cache=...)`)
