@@ -68,6 +68,10 @@ class Batch:
     commits: list                        # per iteration: [output digests, input digests after the call]
 
 
+#: the float bounds in a layout trial, times the normal ones (checks.Expected.tol)
+LAYOUT_SLACK = 2.0
+
+
 def uses_jax(path: str) -> bool:
     """Whether a file's text imports JAX (the worker then starts JAX before the import: sandbox/jobs.prime_jax)."""
     try:
@@ -235,6 +239,11 @@ class Session:
         worst = ""
         nonfinite = correctness.NONFINITE_TRIAL in name
         for k, (c, e) in enumerate(zip(out["tensors"], t.comparator.expected(runs))):
+            if LAYOUT in name and e.tol is not None and not e.tol.exact:
+                # another layout allows another order of summation (a compiler picks another reduction for
+                # strided reads: an honest torch.compile erred 1.4x the bound there): the bound doubled
+                e = replace(e, tol=replace(e.tol, max_abs=LAYOUT_SLACK * e.tol.max_abs,
+                                           mean_abs=LAYOUT_SLACK * e.tol.mean_abs, fro_rel=LAYOUT_SLACK * e.tol.fro_rel))
             chk = e.check(c, name, nonfinite_inputs=nonfinite)
             if not chk.ok:
                 reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
