@@ -41,6 +41,7 @@ def verify(ref: str, cand: str, *, target: str = "cpu", contract: Contract | str
     cfg = config or gate_config(call_timeout=call_timeout)
     _check_config(cfg)
     st = _store(store)                   # opened first: a bad store is a usage error, not a lost verdict
+    cfg = _cached(cfg, st)               # extensions' builds are kept beside the store (sandbox/prebuild.py)
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand)
     task = prepare(spec, target, _contract(contract), cfg.memory)

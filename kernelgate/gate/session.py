@@ -19,7 +19,7 @@ from .. import clock, digest, workload
 from ..config import GateConfig
 from ..oracle import Runs
 from ..records import Check, Reason
-from ..sandbox import Worker, WorkerFailure, ipc, isolation
+from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
 from .trials import LAYOUT, iter_trials, layout_keys, relaid
@@ -78,6 +78,21 @@ def uses_jax(path: str) -> bool:
         return re.search(r"\b(import|from)\s+jax\b", Path(path).read_text(errors="replace")) is not None
     except OSError:
         return False
+
+
+_PREBUILDERS: dict[str, prebuild.Prebuilder] = {}
+
+
+def prebuilder(cfg: GateConfig) -> prebuild.Prebuilder | None:
+    """The process's builders and build cache for C++/CUDA extensions (beside the trusted compile cache), or None
+    where there is none (no trusted cache set, or sandbox/prebuild.py's `enabled` says no)."""
+    if cfg.trusted_cache is None or not prebuild.enabled():
+        return None
+    root = str(Path(cfg.trusted_cache) / "extensions")
+    pb = _PREBUILDERS.get(root)
+    if pb is None:
+        pb = _PREBUILDERS[root] = prebuild.Prebuilder(Path(root))
+    return pb
 
 
 class Session:
@@ -152,9 +167,27 @@ class Session:
             self._build(compile_options, baseline)
         self.checks.append(Check("build", True, f"{self.cand.cls} constructed, reference state_dict loaded (strict)"))
 
+    def _prebuilt(self, baseline: bool) -> dict:
+        """The candidate's literal load_inline calls, built outside its worker (sandbox/prebuild.py: the trusted
+        build cache), copied into the worker's private directory; noted."""
+        pb = None if baseline or self.trusted else prebuilder(self.cfg)
+        if pb is None:
+            return {}
+        try:
+            text = Path(self.cand.path).read_text(errors="replace")
+        except OSError:
+            return {}
+        built = pb.ready(text, self.cfg.build_timeout)
+        for b in built:
+            how = ("from the build cache" if b.cached else f"built outside the worker in {b.seconds:.1f} s")
+            self.notes.append(f"extension {b.spec['name']}: " + (how if b.library is not None else
+                              "its build failed outside the worker (the same call fails in it)"))
+        return prebuild.offer(built, self.worker.workdir)
+
     def _build(self, compile_options: dict | None, baseline: bool) -> None:
         t = self.task
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
+                      "prebuilt": self._prebuilt(baseline),
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
                       "guard": "observe" if baseline else "enforce",
                       "library_paths": self.worker.library_paths([self.cand.path, t.ref.spec.path]),

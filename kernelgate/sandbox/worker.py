@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from ..digest import digests  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
-from . import audit, handle, ipc, jobs, loop, runner  # noqa: E402
+from . import audit, handle, ipc, jobs, loop, prebuild, runner  # noqa: E402
 from .guard import Guard  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
@@ -135,6 +135,8 @@ class Harness:
         self.flags0 = self.numerics()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
+        if msg.get("prebuilt"):
+            prebuild.install(msg["prebuilt"])      # before the candidate's import: its literal load_inline calls
         if msg.get("guard") and self.guard is None:
             # a candidate's worker refuses and reports; a baseline's (the user's own reference) runs the same
             # per-call checks unenforced, so every row of a measurement pays the same harness cost

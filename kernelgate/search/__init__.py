@@ -120,7 +120,7 @@ class Search:
         try:
             Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
                  self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append,
-                 phase=self.phases.timed).run()
+                 phase=self.phases.timed, ahead=self.evaluator.ahead).run()
         finally:
             self.complete_baselines()
 

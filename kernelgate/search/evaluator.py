@@ -14,6 +14,7 @@ from ..gate import baselines as baselines_mod
 from ..gate import bench as bench_mod
 from ..gate import timing
 from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session, worker_limits
+from ..gate.session import prebuilder
 from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
@@ -106,6 +107,14 @@ class Evaluator:
         if eager is None:
             return {}
         return {k: max(eager.median_ms - e.predicted_s * 1e3, 1e-6) for k, e in self.estimates.items()}
+
+    def ahead(self, cands: Sequence[Candidate]) -> None:
+        """Start the builds of these candidates' literal C++/CUDA extensions (sandbox/prebuild.py), in parallel
+        with whatever is judged meanwhile; each candidate's session then takes its builds from there."""
+        pb = prebuilder(self.cfg)
+        if pb is not None:
+            for c in cands:
+                pb.ahead(c.source, self.cfg.build_timeout)
 
     # ------------------------------------------------------------ one candidate
     def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,

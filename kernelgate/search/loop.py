@@ -45,6 +45,8 @@ class Loop:
     record      each evaluation as it is made (the store)
     note        what the result should record (a proposer that failed)
     phase       name -> a context that times that part of the run (phases.Phases.timed: "propose")
+    ahead       a generation's candidates, before the first is evaluated (the evaluator starts their
+                extensions' builds in parallel: sandbox/prebuild.py)
 
     A proposer that raises is left out for the rest of the run (noted); the others go on.
     """
@@ -54,9 +56,10 @@ class Loop:
                  history: list[Evaluation], rng: random.Random, say: Callable[[str], None],
                  record: Callable[[Evaluation], None] = lambda ev: None,
                  note: Callable[[str], None] = lambda m: None,
-                 phase: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()):
+                 phase: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext(),
+                 ahead: Callable[[Sequence[Candidate]], None] = lambda cs: None):
         self.proposers, self.evaluate, self.planner, self.cfg = list(proposers), evaluate, planner, cfg
-        self.phase = phase
+        self.phase, self.ahead = phase, ahead
         self.context, self.history, self.rng, self.say, self.record = context, history, rng, say, record
         self.note = note
         self.propose_s: dict[str, float] = {}       # proposer name -> seconds its last proposal took
@@ -85,6 +88,7 @@ class Loop:
                 continue
             empty = 0
             tried = 0
+            self.ahead(props)                       # builds that can start before their turn (extensions)
             for c in props:
                 self.planner.check(self.history)
                 expected = self.planner.expected_s(c, self.history)

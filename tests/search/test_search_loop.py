@@ -173,3 +173,23 @@ def test_a_model_with_nothing_this_time_is_asked_again():
     loop, ev, *_ = make_loop([model])
     loop.run()
     assert ev.seen == [] and replies == [["never"]]               # a stopped proposer: the end at once
+
+
+def test_a_generations_candidates_are_handed_ahead_before_the_first_is_evaluated():
+    """`ahead` sees the whole generation before its first evaluation (the evaluator starts their extensions'
+    builds in parallel there)."""
+    lib = FakeProposer("library", {EXPLORE: ["a", "b", "c"]}, modes=(EXPLORE,))
+    clock = FakeClock()
+    evaluate = FakeEvaluator(clock, {})
+    events = []
+    history: list = []
+
+    def ev(c):
+        events.append(("evaluated", c.id))
+        return evaluate(c)
+
+    loop = Loop([lib], ev, Planner(Budget(10_000, 3), clock), SearchConfig(per_generation=3), context_of(history),
+                history, random.Random(0), lambda s: None, ahead=lambda cs: events.append(("ahead", [c.id for c in cs])))
+    with pytest.raises(OutOfBudget):
+        loop.run()
+    assert events[:2] == [("ahead", ["a", "b", "c"]), ("evaluated", "a")]
