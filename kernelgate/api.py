@@ -402,7 +402,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
 
     t_emit = time.monotonic()
     with search.phases.timed("emitted check"):
-        emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.given], strategy)
+        emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.args(task.given)], strategy)
         # the last step: the file a user imports, through the class name they import, goes through the gate
         say(f"checking the emitted module ({emitted.name}:{spec.cls})")
         emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg) \
@@ -418,7 +418,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
             say(f"the emitted module ({rejected_what}) was rejected ({rejected_emit.reason.value}: "
                 f"{rejected_emit.message}); emitting {strategy} instead")
             emit_mod.emit(emitted, emit_mod.baseline_source(ref_source, spec.cls, kind), spec.cls, task.device,
-                          [task.given], strategy)
+                          [task.args(task.given)], strategy)
             emitted_verdict = check_baseline(emitted, kind)
             result = dataclasses.replace(result, best=None, final=None, best_ms=result.baseline_ms, notes=(
                 *result.notes, f"the module emitted from {rejected_what} was rejected by the gate "

@@ -22,6 +22,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from .errors import KernelgateError
 from .records import Contract, Reason
+from .structure import structured
 from .workload import Reference
 
 RANDOM_OPS = ("rand", "bernoulli", "normal", "dropout", "multinomial", "exponential", "geometric", "cauchy",
@@ -202,13 +203,14 @@ class Runs:
 class Oracle:
     """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
 
-    def __init__(self, ref: Reference, device: str, contract: Contract, compute: str | None = None):
+    def __init__(self, ref: Reference, device: str, contract: Contract, compute: str | None = None,
+                 shape: Any = None):
         """Outputs are returned on `device` (where the judge keeps its data); the runs happen on `compute`
         (default `device`): the lean memory plan keeps data on the host and computes on the task's device,
         giving the allocator's cache back after every run (gate/memory.py)."""
         self.ref, self.home, self.contract = ref, device, contract
         self.device = compute or device
-        self.model = ref.build(seed=0).to(self.device)
+        self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
         self.model64 = copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()

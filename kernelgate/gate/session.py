@@ -22,7 +22,7 @@ from ..records import Check, Reason
 from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
-from .trials import LAYOUT, iter_trials, layout_keys, relaid
+from .trials import LAYOUT, LAYOUTS, iter_trials, layout_keys, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -187,7 +187,7 @@ class Session:
     def _build(self, compile_options: dict | None, baseline: bool) -> None:
         t = self.task
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
-                      "prebuilt": self._prebuilt(baseline),
+                      "prebuilt": self._prebuilt(baseline), "shape": t.shape,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
                       "guard": "observe" if baseline else "enforce",
                       "library_paths": self.worker.library_paths([self.cand.path, t.ref.spec.path]),
@@ -205,7 +205,7 @@ class Session:
                               for v in t.contract.vary for size in v.sizes]
         for xs in shapes:
             self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
-        for which in (0, 1):                # the layout trials' strides: a compiler recompiles for them now
+        for which in LAYOUTS:               # the layout trials' strides: a compiler recompiles for them now
             keys = layout_keys(t, which)
             if keys:
                 self.request({"op": "call", "inputs": relaid(t, t.given, keys, which), "settle": True},

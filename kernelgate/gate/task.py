@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
 
-from .. import workload
+from .. import structure, workload
 from ..errors import KernelgateError
 from ..oracle import Oracle
 from ..records import Check, Contract, Reason
@@ -55,6 +55,7 @@ class Task:
     floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
     memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
     admission_s: float = 0.0            # what task admission's trials took: a gate check's trials cost about as much
+    shape: Any = None                   # structure.py: how the inputs (the leaves) rebuild the arguments; None: as given
 
     @property
     def home(self) -> str:
@@ -64,7 +65,11 @@ class Task:
 
     def inputs(self, seed: int, transform: Callable[[list[Any]], list[Any]] | None = None) -> list[Any]:
         """The workload's inputs under `seed`, where the judge keeps its data (see `inputs_at`)."""
-        return inputs_at(self.ref, seed, self.device, self.home, transform)
+        return inputs_at(self.ref, seed, self.device, self.home, transform, self.shape)
+
+    def args(self, xs: list[Any]) -> list[Any]:
+        """The workload's arguments from the gate's inputs (the leaves: structure.py)."""
+        return structure.unflatten(xs, self.shape)
 
     @property
     def lean(self) -> bool:
@@ -94,12 +99,33 @@ class Task:
 
 
 def inputs_at(ref: workload.Reference, seed: int, device: str, home: str,
-              transform: Callable[[list[Any]], list[Any]] | None = None) -> list[Any]:
+              transform: Callable[[list[Any]], list[Any]] | None = None, shape: Any = None) -> list[Any]:
     """The workload's inputs under `seed`, generated on the task's device (a CPU generator takes seconds per
-    large input: a 16 GiB input took over a minute), `transform`ed there (a trial's distribution:
-    workload.widen) and moved to `home` (the host, in the lean memory plan), the device's cached blocks
-    given back."""
-    xs = ref.inputs(seed=seed, device=device)
+    large input: a 16 GiB input took over a minute), flattened into their leaves (`shape`: structure.py),
+    `transform`ed there (a trial's distribution: workload.widen) and moved to `home` (the host, in the lean
+    memory plan), the device's cached blocks given back."""
+    return _placed(_flat(ref.inputs(seed=seed, device=device), shape), device, home, transform)
+
+
+def _flat(xs: list[Any], shape: Any) -> list[Any]:
+    try:
+        return structure.flatten(xs, shape)
+    except ValueError as e:
+        raise KernelgateError(str(e), Reason.TASK_LOAD) from None
+
+
+def flat_contract(contract: Contract, shape: Any, n_args: int) -> Contract:
+    """The contract's input indices (domains, varying dims) as indices of the leaves (structure.py): a
+    declaration for an argument holds for each of its leaves."""
+    if shape is None:
+        return contract
+    sp = structure.spans(shape, n_args)
+    return replace(contract, domain=tuple((j, d) for i, d in contract.domain for j in sp[i]),
+                   vary=tuple(replace(v, inputs=tuple(j for i in v.inputs for j in sp[i])) for v in contract.vary))
+
+
+def _placed(xs: list[Any], device: str, home: str,
+            transform: Callable[[list[Any]], list[Any]] | None = None) -> list[Any]:
     if transform is not None:
         xs = transform(xs)
     if home == device:
@@ -127,23 +153,27 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     except ValueError as e:
         raise KernelgateError(str(e), Reason.USAGE) from None
     device_home = mplan.home
-    oracle = Oracle(ref, device_home, contract, compute=device)   # computed on the device, kept at home
-    given = inputs_at(ref, 0, device, device_home)
+    raw = ref.inputs(seed=0, device=device)
     for i, _ in contract.domain:
-        if i >= len(given):
-            raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(given)} inputs")
+        if i >= len(raw):
+            raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(raw)} inputs")
+    shape = structure.shape_of(raw)            # tensors inside lists, tuples, dicts: the gate sees the leaves
+    contract = flat_contract(contract, shape, len(raw))
+    given = _placed(_flat(raw, shape), device, device_home)
+    del raw
+    oracle = Oracle(ref, device_home, contract, compute=device, shape=shape)   # on the device, kept at home
     out = oracle.probe(given)
     rng = torch.Generator().manual_seed(secrets.randbits(62))
 
     def trials():               # one at a time: a trial's inputs and outputs are dropped before the next
         for kind in ("given", "normal", "wide"):
             xs = inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, device_home,
-                           lambda xs, kind=kind: workload.widen(xs, kind, rng, contract))
+                           lambda xs, kind=kind: workload.widen(xs, kind, rng, contract), shape)
             yield xs, oracle.run(xs)
     t_adm = time.monotonic()
     adm = admission.admit(oracle, trials())
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
-                mplan, time.monotonic() - t_adm)
+                mplan, time.monotonic() - t_adm, shape)
 
 
 def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):

@@ -30,6 +30,7 @@ import torch
 
 from .. import workload
 from ..oracle import as_list, bit_equal
+from ..structure import structured
 from . import correctness
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ NONFINITE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: in the name of a trial whose inputs are in another memory layout: its outputs' strides are free (a
 #: layout-preserving op's output follows its input's, the reference's or not)
 LAYOUT = "other layout"
+LAYOUTS = (0, 1, 2)              # the layout trials (relayout): column-major, a secret order, with gaps
 
 
 def _tensors(xs: list[Any]) -> list[torch.Tensor]:
@@ -79,7 +81,7 @@ class Prober:
         """The reference on the CPU, for probes that could make a CUDA kernel assert; None when it cannot run
         the given inputs there, or is too slow to."""
         try:
-            model = self.task.ref.build(seed=0)
+            model = structured(self.task.ref.build(seed=0), self.task.shape)     # called with the leaves
             model.load_state_dict({k: v.cpu() for k, v in self.oracle.state0.items()})
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -265,6 +267,9 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     deep = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 3 for x in task.given)
     rest = [i for i in pick if i != layout_at]
     layout_at2 = r.choice(rest) if rest and deep and task.contract.layouts else -1
+    # a third: inputs with gaps in memory (a padded buffer's valid region), where another main trial is left
+    rest = [i for i in rest if i != layout_at2]
+    layout_at3 = r.choice(rest) if rest and task.contract.layouts else -1
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -276,7 +281,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
                 break
             pr.loaded = None
             trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
-                                else None)
+                                else 2 if t == layout_at3 else None)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
             else:
@@ -422,8 +427,11 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     build phase's last calls see it, so a compiler's recompile for these strides happens before the lockdown).
     which 0: the dims' order in memory reversed (column-major); which 1: another order of `memory_orders`, drawn
     by `seed` (a task's secret: a kernel right for row-major, column-major and a few layouts it special-cases
-    and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24). None when
-    that is no other layout (fewer than two dims of size > 1; no second order for 2 dims)."""
+    and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24); which 2:
+    row-major with gaps (`_padded`). None when that is no other layout (fewer than two dims of size > 1; no
+    second order for 2 dims; fewer than 2 elements)."""
+    if which == 2:
+        return _padded(x)
     if sum(1 for n in x.shape if n > 1) < 2:
         return None
     orders = memory_orders(x.dim())
@@ -438,6 +446,25 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
         if y.stride() != x.stride() and not y.is_contiguous():
             return y
     return None
+
+
+def _padded(x: torch.Tensor) -> torch.Tensor | None:
+    """The same values in memory with gaps (not dense): rows with a longer pitch than their length, as the valid
+    region of a padded buffer; a vector every other element. A kernel that rebuilds a dense layout from the
+    strides' order is right for every dense order and wrong here (red team 25). None for fewer than 2
+    elements."""
+    if x.numel() < 2 or x.dim() == 0:
+        return None
+    last = x.shape[-1]
+    if x.dim() == 1:
+        big = torch.empty(2 * last, dtype=x.dtype, device=x.device)
+        y = big[::2]
+    else:
+        big = torch.empty(*x.shape[:-1], last + max(1, last // 4 + 1), dtype=x.dtype, device=x.device)
+        y = big[..., :last]
+    big.zero_()
+    y.copy_(x.detach())
+    return y
 
 
 def layout_seed(task: Any) -> int:

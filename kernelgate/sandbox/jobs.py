@@ -12,9 +12,11 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from ..structure import structured
 from ..workload import import_file
 from .runner import BuildFailure, _first_line
 from .sensors import _CANDIDATE_MODULE, numerics_flags
@@ -85,9 +87,10 @@ def prime_jax(device: str) -> None:
 
 
 def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: int, device: str,
-              compile: bool, compile_options: dict) -> torch.nn.Module:
+              compile: bool, compile_options: dict, shape: Any = None) -> torch.nn.Module:
     """Import the candidate's file, construct its class, load the reference's weights (strict), move it to the
-    device in eval mode, and compile it when asked."""
+    device in eval mode, make it take the gate's inputs (the leaves of its arguments: structure.py) and
+    compile it when asked."""
     module = import_file(path, name=_CANDIDATE_MODULE)
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
@@ -101,7 +104,7 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
         model.load_state_dict(state, strict=True)
     except Exception as e:  # noqa: BLE001
         raise BuildFailure(f"load_state_dict(strict=True) failed: {_first_line(e)}") from None
-    model = model.eval().to(device)
+    model = structured(model.eval().to(device), shape)
     if compile:
         model = torch.compile(model, **compile_options)
     return model

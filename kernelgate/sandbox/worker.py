@@ -149,7 +149,8 @@ class Harness:
             self.guard.seal()           # this thread is the harness's from here on (kernelgate/sandbox/guard.py)
         self.model = self.call(jobs.construct, (msg["path"], msg.get("cls") or CANDIDATE_CLASS,
                                                 msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),
-                                                self.device, bool(msg.get("compile")), msg.get("compile_options", {})))
+                                                self.device, bool(msg.get("compile")), msg.get("compile_options", {}),
+                                                msg.get("shape")))
         self.collect()
         tampered = self._tampered()
         if tampered:

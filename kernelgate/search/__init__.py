@@ -240,11 +240,12 @@ class Search:
         if self.fusion_source is None or machine is None:
             return
         from ..profiling import fusion
+        from ..structure import structured
         import torch
         try:
             try:        # built on the meta device: no copy of the weights
                 with torch.device("meta"):
-                    model = self.task.ref.cls(*self.task.ref.init_inputs).eval()
+                    model = structured(self.task.ref.cls(*self.task.ref.init_inputs).eval(), self.task.shape)
             except Exception:  # noqa: BLE001 - a constructor that needs real tensors: copy the reference
                 model = self.task.oracle.model
             self.evaluator.estimates = fusion.strategy_estimates(self.fusion_source, model, self.task.given, machine)

@@ -336,13 +336,16 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
 
 def test_one_trial_gives_the_inputs_in_another_layout(write):
     """Red team 21: every trial's inputs were contiguous. One main trial has the same kind of values in
-    another memory layout (none with `layouts = false`); the edits never anchor on it."""
+    another memory layout (none with `layouts = false`); the edits never anchor on it. A 2-dim input has two:
+    column-major, and (red team 25) row-major with gaps between its rows."""
     t = _task(write, SCALED)
     for seed in range(6):
         trials = _trials(t, seed)
         other = [tr for tr in trials if trials_mod.LAYOUT in tr.name]
-        assert len(other) == 1 and not other[0].inputs[0].is_contiguous(), [tr.name for tr in trials]
-        assert all(tr.inputs[0].is_contiguous() for tr in trials if tr is not other[0])
+        assert len(other) == 2 and not any(o.inputs[0].is_contiguous() for o in other), [tr.name for tr in trials]
+        x0, x1 = sorted((o.inputs[0] for o in other), key=lambda x: x.stride(0))
+        assert x0.stride(0) == 1 and x1.stride(1) == 1 and x1.stride(0) > x1.shape[1]    # the order; the gaps
+        assert all(tr.inputs[0].is_contiguous() for tr in trials if all(tr is not o for o in other))
     t.contract = Contract(layouts=False)
     assert not any(trials_mod.LAYOUT in tr.name for tr in _trials(t))
 
