@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kernelgate"
 
@@ -147,6 +149,7 @@ def test_no_import_cycle():
         assert edge[1] in g.get(edge[0], ()), f"{edge} is listed but no longer imported"
 
 
+@pytest.mark.slow
 def test_profiling_imports_alone():
     """`import kernelgate.profiling` and every module in it, in a fresh interpreter: nothing from the gate,
     the search, the proposers or the sandbox gets loaded."""

@@ -28,6 +28,7 @@ def test_suite_lists_every_workload():
     assert sorted(driver.SUITE) == [p.stem for p in FILES]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_workload_runs_small_and_deterministic(path, monkeypatch):
     monkeypatch.setenv("KG_SUITE_SCALE", "0.02")

@@ -168,6 +168,7 @@ def test_table_lists_every_model_and_the_detected_cpu():
     assert "989.5" in text and "4.80" in text                        # h200 bf16 TFLOP/s and TB/s
 
 
+@pytest.mark.slow
 def test_calibrate_cpu_is_quick_and_positive():
     t0 = time.perf_counter()
     out = targets.calibrate("cpu")

@@ -31,6 +31,7 @@ def test_a_scalar_loss_is_admitted_and_its_expectation_rejected(write, tmp_path)
     assert v.status.value == "rejected" and v.reason.value == "mismatch", v.message
 
 
+@pytest.mark.slow
 def test_an_output_constant_across_trials_is_still_degenerate(write):
     ones = LOSS.replace("return ((x - 1.0) ** 2).mean()", "return torch.softmax(x, dim=-1).sum(dim=-1)")
     task = _prepare(write, ones)

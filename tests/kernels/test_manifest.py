@@ -141,6 +141,7 @@ print("kernelgate modules:", len([k for k in sys.modules if k.startswith("kernel
 '''
 
 
+@pytest.mark.slow
 def test_a_bundle_runs_where_kernelgate_cannot_be_imported(tmp_path):
     try:
         import triton  # noqa: F401

@@ -98,6 +98,7 @@ class Chain(nn.Module):
                 torch.matmul(y, self.lin.weight[:, :29].t().contiguous()).relu() * 2.0)
 
 
+@pytest.mark.slow
 def test_rewritten_graph_matches_torch_with_every_template(ran):
     torch.manual_seed(0)
     m = Chain().eval()
@@ -123,6 +124,7 @@ def test_16_bit_inputs_compute_in_fp32_and_store_their_dtype(dtype, ran):
     _close(y.float(), F.layer_norm(x.float(), (37,), w.float(), b.float(), 1e-5), tol=2e-2)
 
 
+@pytest.mark.slow
 def test_gemm_blocks_with_tails_on_every_side_and_a_matmul_weight(ran):
     """M, N, K none a multiple of its block (masked K tail: the padding must not reach the accumulator)."""
     x, w, bias, res = torch.randn(21, 13), torch.randn(19, 13), torch.randn(19), torch.randn(21, 19)
@@ -258,6 +260,7 @@ print("kernelgate modules:", len([k for k in sys.modules if k.startswith("kernel
 '''
 
 
+@pytest.mark.slow
 def test_a_pallas_bundle_runs_where_kernelgate_cannot_be_imported(tmp_path):
     text = manifest.bundle(["pallas"])
     assert not [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom) and n.level]

@@ -91,6 +91,7 @@ def _load(source):
 
 @pytest.mark.parametrize("names", [["pallas:gemm-epilogue", "pallas:layernorm", "pallas:softmax", "pallas:pointwise"],
                                    ["pallas:pointwise"]])
+@pytest.mark.slow
 def test_rendered_candidate_runs_its_kernels_and_matches_the_reference(write, names):
     ctx = _ctx(write("wl.py", WL))
     cand = _candidate(ctx, names, {"pallas:gemm-epilogue": {"block_m": 16, "block_n": 16, "block_k": 16}})

@@ -185,6 +185,7 @@ def test_fp8_needs_fp8_evidence_and_keeps_fp32_results_unless_declared(monkeypat
     assert P.kg_rewrite_fp8_scaled_mm(P.kg_lp_trace(Plain())) == 0
 
 
+@pytest.mark.slow
 def test_fp8_strategy_applies_and_renders(small):
     ctx = _ctx(BENCH / "fp8_scaled_matmul.py")
     lib = Library()

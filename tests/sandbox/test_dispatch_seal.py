@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = r'''
 import json, torch
 from kernelgate.sandbox.guard import seal_dispatcher, Denied
@@ -59,6 +61,7 @@ print(json.dumps(got))
 '''
 
 
+@pytest.mark.slow
 def test_kernels_for_the_harness_operators_are_refused_and_other_namespaces_work(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,

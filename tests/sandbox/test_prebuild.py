@@ -135,6 +135,7 @@ def test_a_build_failure_outside_the_worker_is_the_candidates_compiler_error(wri
     assert any("its build failed outside the worker" in n for n in v.notes), v.notes
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _compiler() or not prebuild.enabled(), reason="needs a C++ compiler and Landlock")
 def test_the_builder_writes_nowhere_but_its_own_directory(tmp_path):
     """A candidate's flags run its compiler and linker: confined like its worker, they write only the builder's

@@ -132,6 +132,7 @@ def test_the_library_reads_generation_and_mode_from_the_context():
 
 # ------------------------------------------------------------------ layering
 
+@pytest.mark.slow
 def test_the_search_knows_proposers_only_through_the_protocol():
     sys.path.insert(0, str(ROOT / "tests"))
     from test_layers import import_graph, reachable

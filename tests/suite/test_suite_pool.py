@@ -69,6 +69,7 @@ def test_a_killed_worker_is_replaced_and_its_problem_retried_once(problems, fake
     assert any(ln.startswith("[2/5] start level1/b") and "(attempt 2)" in ln for ln in starts)
 
 
+@pytest.mark.slow
 def test_outcomes_are_classified(problems, fake_child, tmp_path):
     root = problems({"l/degenerate": "degenerate", "l/random": "error=random_task", "l/load": "error=task_load",
                      "l/crash": "crash", "l/slow": "sleep=30", "l/flag": "speedup=4.0", "l/kept": "speedup=1.0"})

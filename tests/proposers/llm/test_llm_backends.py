@@ -141,6 +141,7 @@ def test_openai_client_errors_are_recorded_not_retried(openai_server):
 
 # ------------------------------------------------------------------ Anthropic
 
+@pytest.mark.slow
 def test_anthropic_reply_system_and_key(anthropic_server):
     pytest.importorskip("anthropic", reason="the anthropic SDK is not installed (pip install 'kernelgate[llm]')")
     anthropic_server.add(("status", 429, {"retry-after": "1"}), ("reply", CORRECT, (77, 33)))
