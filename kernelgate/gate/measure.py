@@ -14,6 +14,7 @@ import torch
 
 from ..config import GateConfig, TimingConfig
 from ..records import Reason, Timing, Verdict
+from ..sandbox import prebuild
 from . import timing
 from . import verdict as verdicts
 from .session import Rejected, Session
@@ -39,11 +40,13 @@ def batch_iters(tcfg: TimingConfig, per_iter_s: float | None) -> int:
 def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
             say, deadline: float | None = None, bystanders: tuple[Session, ...] = ()
             ) -> tuple[dict[str, Timing], dict[str, Verdict]]:
-    """See _measure; `bystanders`: other live workers (a candidate waiting to be timed next), frozen throughout."""
+    """See _measure; `bystanders`: other live workers (a candidate waiting to be timed next), frozen throughout,
+    as are extension builders (sandbox/prebuild.py)."""
     for b in bystanders:
         b.pause()
     try:
-        return _measure(task, sessions, cfg, tcfg, say, deadline)
+        with prebuild.paused():             # extension builds ahead of their candidates wait meanwhile
+            return _measure(task, sessions, cfg, tcfg, say, deadline)
     finally:
         for b in bystanders:
             b.resume()

@@ -3,12 +3,15 @@ in parallel while other candidates are judged.
 
 A candidate that calls `torch.utils.cpp_extension.load_inline` with literal arguments (its sources as string
 constants, module-level names bound to them, or sums of those) has them read from its text (`specs`: the
-syntax tree, nothing of the candidate runs). Each is built by a confined builder process (`_build`): the
-worker's Landlock confinement (it writes only its own fresh directory) and scrubbed environment, running
-kernelgate's builder code alone, which calls torch's own build with the import of the result switched off.
-The library lands in the cache under a key of the arguments and what else the build depends on (torch,
-CUDA, compiler, Python, the GPU's capability, the build's environment variables); only the judge's process
-moves it there, after the builder is gone.
+syntax tree, nothing of the candidate runs). Only plain builds qualify (`normalize`): compiler flags from an
+allow-list (none that runs, loads or reads other code: no -wrapper, -fplugin, -B, pass-throughs to the
+linker, include paths) and sources whose only file reads are system headers. Each is built by a confined
+builder process (`_build`): a worker's confinement (it writes only its own fresh directory, cannot leave its
+session) and scrubbed environment, running kernelgate's builder code, which calls torch's own build with the
+import of the result switched off; its whole process tree is killed when the build ends, and frozen while
+implementations are timed (`paused`). The library lands in the cache under a key of the arguments and what
+else the build depends on (torch, CUDA, compiler, Python, the GPU's capability, the build's environment
+variables); only the judge's process moves it there, after the builder's tree is gone.
 
 The judge copies the libraries of a candidate's arguments into the worker's private directory, and the
 worker's harness wraps `load_inline` before the import (`install`): a call whose arguments are exactly
@@ -24,9 +27,11 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,9 +70,35 @@ def _strings(v: Any) -> list[str] | None:
     return None
 
 
+#: the compiler and linker flags a prebuilt call may carry: optimisation, language, macros, warnings, code
+#: generation, debug info, target architectures, libraries by name. Anything else (gcc's -wrapper, -fplugin,
+#: -B, -specs, a linker plugin, -Wl/-Wa/-Wp/-Xlinker/-Xcompiler pass-throughs, include or library paths) can
+#: run or read code the key does not cover: such a call is built in the worker, as without the cache (red
+#: team 26: `-wrapper` ran the candidate's Python in the builder, whose daemons slowed the baselines).
+_FLAG = re.compile(r"^(-O[0-3sgz]?|-std=[\w+]+|-[DU]\w+(=[\w.+-]*)?|-w|-W(?![lap],)[\w=+-]+|-f(?!plugin)[\w=+-]+"
+                   r"|-m[\w=.+-]+|-g\d?|-pthread|-fopenmp|-l\w[\w.+-]*|--?use_fast_math|-lineinfo"
+                   r"|--expt-relaxed-constexpr|--expt-extended-lambda|-arch=\w+|-code=[\w,]+"
+                   r"|-gencode=arch=\w+,code=\w+|--gpu-architecture=\w+|-maxrregcount=\d+"
+                   r"|-Xptxas=-?[\w=,-]+|--ptxas-options=-?[\w=,-]+|--restrict|-DNDEBUG)$")
+#: #include lines a prebuilt source may hold: system headers by relative name (torch, CUDA, the C++ library:
+#: covered by the key's versions); a quoted or absolute include reads a file the key does not cover
+_INCLUDE = re.compile(r"^\s*#\s*include\s*<(?!/)(?!.*\.\.)[\w./+-]+>\s*(//.*)?$")
+_READS = re.compile(r"#\s*include|#\s*embed|__has_include|\.incbin|\bincbin\b")
+
+
+def _plain(sources: list[str]) -> bool:
+    """Every line of the sources that reads another file is a system header's #include."""
+    for text in sources:
+        for line in text.splitlines():
+            if _READS.search(line) and not _INCLUDE.match(line):
+                return False
+    return True
+
+
 def normalize(args: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments of one load_inline call (names -> values) in one canonical form, or None where it is not
-    one to prebuild. The same form from the judge's reading of the text and the worker's view of the call."""
+    one to prebuild (other parameters set, flags outside `_FLAG`, sources reading files outside the system
+    headers). The same form from the judge's reading of the text and the worker's view of the call."""
     if set(args) - set(PARAMS) or "name" not in args or "cpp_sources" not in args:
         return None
     full = {**_DEFAULTS, **args}
@@ -94,6 +125,10 @@ def normalize(args: dict[str, Any]) -> dict[str, Any] | None:
         if full[k] not in (None, True, False):
             return None
         out[k] = full[k]
+    if not all(_FLAG.match(f) for k in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags") for f in out[k]):
+        return None
+    if not _plain(out["cpp_sources"] + out["cuda_sources"]):
+        return None
     return out
 
 
@@ -316,36 +351,71 @@ class Prebuilder:
             self._futures.clear()
 
 
+#: builders running now: frozen while implementations are timed (`paused`), killed with the judge
+_RUNNING: set = set()
+_STATE = threading.Condition()
+_PAUSES = 0
+
+
+@contextlib.contextmanager
+def paused():
+    """Every builder's whole process tree stopped (SIGSTOP) while the block runs, and none started meanwhile:
+    a build's compilers take cores an implementation being timed would have (gate/measure.py)."""
+    global _PAUSES
+    with _STATE:
+        _PAUSES += 1
+        held = list(_RUNNING)
+    for w in held:
+        w.freeze()
+    try:
+        yield
+    finally:
+        for w in held:
+            w.thaw()
+        with _STATE:
+            _PAUSES -= 1
+            _STATE.notify_all()
+
+
 def _build(spec: dict[str, Any], root: Path, key: str, timeout: float) -> Path | str | None:
     """One build in a confined builder process: the library's path in the cache, the compiler's error, or None
-    (it did not finish, or the builder could not run)."""
+    (it did not finish, or the builder could not run). The builder is a sandbox Worker's process in all but
+    its program: confined to its own directory, setsid refused, and its whole tree (found by session and
+    process group) killed once the build ends, before its library is read."""
     from . import isolation
     from .compiler import compiler_error
-    from .host import scrubbed_env
+    from .host import Worker, scrubbed_env
     root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="tmp"))
+    isolation.judge_setup()                 # orphans of the builder's come back to the judge (subreaper)
+    w = Worker("builder")
+    work = w.workdir
     try:
         out = work / "build"
         out.mkdir()
         env = scrubbed_env(work)
-        confine = isolation.Confinement(work)
+        with _STATE:
+            _STATE.wait_for(lambda: _PAUSES == 0)
+            confine = isolation.Confinement(work)
+            try:
+                w.proc = subprocess.Popen([sys.executable, "-m", "kernelgate.sandbox.prebuild", str(out)], env=env,
+                                          cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          pass_fds=confine.pass_fds, preexec_fn=confine.apply)
+            finally:
+                confine.close()
+            _RUNNING.add(w)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "kernelgate.sandbox.prebuild", str(out)], env=env,
-                                    cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=confine.pass_fds,
-                                    preexec_fn=confine.apply)
-        finally:
-            confine.close()
-        _RUNNING.add(proc)
-        try:
-            log, _ = proc.communicate(json.dumps(spec).encode(), timeout=timeout)
+            log, _ = w.proc.communicate(json.dumps(spec).encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill(proc)
             return None
         finally:
-            _RUNNING.discard(proc)
+            with _STATE:
+                _RUNNING.discard(w)
+            w.kill()                        # everything the build left behind, before its output is read
         lib = out / f"{spec['name']}.so"
-        if proc.returncode != 0 or not lib.is_file():
+        if w.proc.returncode is None:
+            return None
+        if w.proc.returncode != 0 or not lib.is_file():
             text = log.decode(errors="replace")
             if "BUILD-FAILED: " not in text:
                 return None             # the builder did not get to the build: the worker builds
@@ -361,26 +431,13 @@ def _build(spec: dict[str, Any], root: Path, key: str, timeout: float) -> Path |
             shutil.rmtree(staged, ignore_errors=True)
         return dest / lib.name
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-#: builders running now (killed, with their compilers, when the judge exits)
-_RUNNING: set[subprocess.Popen] = set()
+        w.close()
 
 
 @atexit.register
 def _kill_running() -> None:
-    for proc in list(_RUNNING):
-        _kill(proc)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    import signal
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    proc.wait()
+    for w in list(_RUNNING):
+        w.kill()
 
 
 def offer(built: list[Built], workdir: Path) -> dict[str, dict[str, str]]:

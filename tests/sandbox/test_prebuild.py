@@ -3,6 +3,7 @@ calls read from a candidate's text, the same canonical form from the worker's vi
 wrapper, and end to end a C++ candidate built by a confined builder, then taken from the cache."""
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,28 @@ def test_non_literal_arguments_are_left_to_the_worker(change):
 ])
 def test_calls_outside_the_literal_form_are_not_prebuilt(call):
     assert prebuild.specs(f'SRC = "x"\nARGS = ["e", "x"]\n{call}\n') == []
+
+
+@pytest.mark.parametrize("flags", [
+    '["-wrapper", "/bin/sh,/tmp/w.sh"]',        # gcc runs a program of the candidate's before each step
+    '["-fplugin=/tmp/p.so"]', '["-B/tmp/bin"]', '["-specs=/tmp/s"]', '["-I/tmp/inc"]', '["-include", "/x.h"]',
+])
+def test_flags_that_run_or_read_other_code_are_left_to_the_worker(flags):
+    """Red team 26: `-wrapper` ran the candidate's Python in the builder (its daemons outlived the build and
+    slowed the baselines while they were timed: 4.7-7.6x claimed for a copy of the reference)."""
+    assert prebuild.specs(f'load_inline("e", "int x;", extra_cflags={flags})\n') == []
+    assert prebuild.specs(f'load_inline("e", "int x;", extra_ldflags=["-Wl,-plugin=/x.so"])\n') == []
+    assert prebuild.specs('load_inline("e", "int x;", extra_cflags=["-O3", "-DKG=1", "-march=native"])\n')
+
+
+@pytest.mark.parametrize("line", ['#include "local.h"', '#include </etc/hostname>', '#include <../x.h>',
+                                  'asm(".incbin \\"/etc/hostname\\"");', '#include KG_HEADER'])
+def test_sources_reading_files_the_key_does_not_cover_are_left_to_the_worker(line):
+    """The key covers the arguments and the versions of torch, CUDA and the compiler: a system header is
+    covered, another file read at build time is not (an edited header would be served a stale library)."""
+    src = f"#include <torch/extension.h>\n{line}\nint x;"
+    assert prebuild.specs(f"SRC = {src!r}\nload_inline('e', SRC)\n") == []
+    assert prebuild.specs("SRC = '#include <torch/extension.h>\\nint x;'\nload_inline('e', SRC)\n")
 
 
 def test_the_text_and_the_call_give_the_same_digest():
@@ -137,12 +160,39 @@ def test_a_build_failure_outside_the_worker_is_the_candidates_compiler_error(wri
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _compiler() or not prebuild.enabled(), reason="needs a C++ compiler and Landlock")
+def test_whatever_a_build_leaves_running_is_killed_with_it(tmp_path):
+    """The flag rules keep candidates' programs out of the builder; should one get in, nothing it starts
+    outlives the build (here a wrapper, let past the rules, leaves a detached sleeper behind)."""
+    marker = f"{7000 + (time.monotonic_ns() % 999)}.123"
+    script = tmp_path / "w.sh"
+    script.write_text(f'(nohup sleep {marker} >/dev/null 2>&1 &)\nexec "$@"\n')
+    spec = prebuild.normalize({"name": "kg_left", "cpp_sources": "int kg_f() { return 1; }",
+                               "no_implicit_headers": True})
+    spec["extra_cflags"] = ["-wrapper", f"/bin/sh,{script}"]      # past normalize, as a bypass would be
+    got = prebuild._build(spec, tmp_path / "root", "k", 120)
+    assert isinstance(got, Path), got
+
+    def sleepers():
+        out = []
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
+                    out.append(d.name)
+            except OSError:
+                pass
+        return out
+    assert sleepers() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _compiler() or not prebuild.enabled(), reason="needs a C++ compiler and Landlock")
 def test_the_builder_writes_nowhere_but_its_own_directory(tmp_path):
-    """A candidate's flags run its compiler and linker: confined like its worker, they write only the builder's
-    fresh directory (here the linker is told to write a map file beside the cache: refused, the build fails)."""
+    """The builder's compiler and linker, confined like a worker, write only its fresh directory (here a linker
+    flag, past the flag rules, asks for a map file beside the cache: refused, the build fails)."""
     outside = tmp_path / "escape.map"
     spec = prebuild.normalize({"name": "kg_escape", "cpp_sources": "int kg_f() { return 1; }",
-                               "no_implicit_headers": True, "extra_ldflags": [f"-Wl,-Map={outside}"]})
+                               "no_implicit_headers": True})
+    spec["extra_ldflags"] = [f"-Wl,-Map={outside}"]      # refused by normalize; here as a bypass would be
     got = prebuild._build(spec, tmp_path / "root", "k", 120)
     assert not outside.exists()
     assert isinstance(got, str) and "Error building extension 'kg_escape'" in got, got
