@@ -87,6 +87,8 @@ case "${1:-}" in
                 > "$OUT/pytest_pallas.txt" 2>&1
             timeout 400 python benchmarks/port_pallas.py --target cuda --budget "${BUDGET:-90}" --timeout 200 \
                 --out "$OUT/port_pallas_h200.json" > "$OUT/port_pallas.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas" >&2; exit 2 ;;
+    prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
+                > "$OUT/prebuild.txt" 2>&1 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|prebuild" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
