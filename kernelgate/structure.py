@@ -10,7 +10,10 @@ reference and every worker's model are called through `structured`, which rebuil
 leaves before the model's own forward. A workload without such containers is left exactly as it is.
 
 A shape is one entry per argument: None (the argument is one leaf), or {"list"|"tuple": [entries]} or
-{"dict": [[key, entry], ...]} (JSON, so it travels to the worker as it is).
+{"dict": [[key, entry], ...]} (keys of torch.save's safe types, so it travels to the worker as it is).
+Tensors in any other container (`hidden`: namedtuples, subclasses, sets, objects) the gate cannot vary, so
+such a workload is refused with a line saying how to pass them (red team 27: a dict with tuple keys was
+one opaque leaf, never widened, relaid or varied in the timed loop).
 """
 from __future__ import annotations
 
@@ -32,11 +35,36 @@ def _holds_tensor(x: Any) -> bool:
     return False
 
 
+def _plain_key(k: Any) -> bool:
+    """A key that travels to the worker as it is (torch.save's safe types)."""
+    return type(k) in (str, int, float, bool, type(None)) or type(k) is tuple and all(_plain_key(e) for e in k)
+
+
 def _entry(x: Any) -> Any:
     if type(x) in _KINDS and _holds_tensor(x):
         return {_KINDS[type(x)]: [_entry(y) for y in x]}
-    if type(x) is dict and _holds_tensor(x) and all(type(k) in (str, int) for k in x):
+    if type(x) is dict and _holds_tensor(x) and all(_plain_key(k) for k in x):
         return {"dict": [[k, _entry(v)] for k, v in x.items()]}
+    return None
+
+
+def hidden(x: Any, depth: int = 0) -> str | None:
+    """The kind of container that holds a tensor the gate cannot reach in `x` (a leaf): a namedtuple, a list
+    or dict subclass, a set, a dict with other keys, an object with tensor attributes; None if there is none."""
+    if isinstance(x, torch.Tensor) or depth > 8:
+        return None
+    if isinstance(x, (list, tuple, set, frozenset)):
+        if any(isinstance(y, torch.Tensor) or hidden(y, depth + 1) for y in x):
+            return type(x).__name__
+        return None
+    if isinstance(x, dict):
+        if any(isinstance(y, torch.Tensor) or hidden(y, depth + 1) for y in x.values()):
+            return type(x).__name__ + ("" if type(x) is not dict else " with keys of other types")
+        return None
+    attrs = getattr(x, "__dict__", None)
+    if isinstance(attrs, dict) and not isinstance(x, type) and any(
+            isinstance(y, torch.Tensor) or hidden(y, depth + 1) for y in attrs.values()):
+        return type(x).__name__
     return None
 
 

@@ -159,7 +159,14 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
             raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(raw)} inputs")
     shape = structure.shape_of(raw)            # tensors inside lists, tuples, dicts: the gate sees the leaves
     contract = flat_contract(contract, shape, len(raw))
-    given = _placed(_flat(raw, shape), device, device_home)
+    flat = _flat(raw, shape)
+    for i, x in enumerate(raw):
+        kind = structure.hidden(x) if shape is None or shape[i] is None else next(
+            (k for y in structure.flatten([x], [shape[i]]) for k in [structure.hidden(y)] if k), None)
+        if kind:
+            raise KernelgateError(f"input {i} holds tensors inside a {kind}, which the gate cannot vary: pass them "
+                                  "as separate arguments or in a plain list, tuple or dict", Reason.TASK_LOAD)
+    given = _placed(flat, device, device_home)
     del raw
     oracle = Oracle(ref, device_home, contract, compute=device, shape=shape)   # on the device, kept at home
     out = oracle.probe(given)

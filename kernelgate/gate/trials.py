@@ -428,10 +428,13 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     which 0: the dims' order in memory reversed (column-major); which 1: another order of `memory_orders`, drawn
     by `seed` (a task's secret: a kernel right for row-major, column-major and a few layouts it special-cases
     and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24); which 2:
-    row-major with gaps (`_padded`). None when that is no other layout (fewer than two dims of size > 1; no
-    second order for 2 dims; fewer than 2 elements)."""
+    gaps in every dim at an offset (`_padded`); which 3: gaps between outer entries only (`_outer_gaps`). None
+    when that is no other layout (fewer than two dims of size > 1; no second order for 2 dims; fewer than 2
+    elements)."""
     if which == 2:
-        return _padded(x)
+        return _padded(x, seed)
+    if which == 3:
+        return _outer_gaps(x, seed)
     if sum(1 for n in x.shape if n > 1) < 2:
         return None
     orders = memory_orders(x.dim())
@@ -448,21 +451,41 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     return None
 
 
-def _padded(x: torch.Tensor) -> torch.Tensor | None:
-    """The same values in memory with gaps (not dense): rows with a longer pitch than their length, as the valid
-    region of a padded buffer; a vector every other element. A kernel that rebuilds a dense layout from the
-    strides' order is right for every dense order and wrong here (red team 25). None for fewer than 2
-    elements."""
+def _padded(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The same values in memory with gaps in every dim (a pitch longer than the row in each) and the view
+    starting past the buffer's first element, as a padded buffer's valid region; a vector every second or
+    third element. The pitches and the start are drawn from the task's secret. A kernel rebuilding the dense
+    layout of the strides' order (red team 25), one reading rows of one pitch with the other dims packed, or
+    one ignoring the storage offset (red team 27) is wrong here. None for fewer than 2 elements."""
     if x.numel() < 2 or x.dim() == 0:
         return None
-    last = x.shape[-1]
+    r = random.Random(seed * 7919 + x.dim())
     if x.dim() == 1:
-        big = torch.empty(2 * last, dtype=x.dtype, device=x.device)
-        y = big[::2]
+        step = r.choice((2, 3))
+        big = torch.zeros(step * x.shape[0] + step, dtype=x.dtype, device=x.device)
+        y = big[r.randint(1, step)::step][:x.shape[0]]
     else:
-        big = torch.empty(*x.shape[:-1], last + max(1, last // 4 + 1), dtype=x.dtype, device=x.device)
-        y = big[..., :last]
-    big.zero_()
+        pads = [0 if n == 1 else r.randint(1, max(1, min(3, n // 4))) for n in x.shape]
+        starts = [r.randint(0, p) for p in pads]
+        if not any(starts):
+            starts[max(range(x.dim()), key=lambda d: pads[d])] = 1
+        big = torch.zeros([n + p for n, p in zip(x.shape, pads)], dtype=x.dtype, device=x.device)
+        y = big[tuple(slice(a, a + n) for a, n in zip(starts, x.shape))]
+    y.copy_(x.detach())
+    return y
+
+
+def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The same values with gaps only between the outermost dim's entries (the rest packed, so a `.view` over
+    the inner dims still works), at a storage offset: the gap trial of a reference that refuses gaps
+    everywhere (a flatten by `.view`: red team 27). None for fewer than 2 elements."""
+    if x.numel() < 2 or x.dim() == 0:
+        return None
+    r = random.Random(seed * 104729 + x.dim())
+    n0, inner = x.shape[0], max(1, x.numel() // max(1, x.shape[0]))
+    pitch, off = inner + r.randint(1, 3), r.randint(1, 7)
+    flat = torch.zeros(off + n0 * pitch, dtype=x.dtype, device=x.device)
+    y = flat[off:].view(n0, pitch)[:, :inner].view(x.shape)
     y.copy_(x.detach())
     return y
 
@@ -486,22 +509,31 @@ def layout_keys(task: Any, which: int = 0) -> list[int]:
         cache = o.layout_keys = {}
     done = cache.get(which)
     if done is None:
-        xs, done = task.given, []
-        new = {i: y for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1
-               for y in [relayout(x, which, layout_seed(task))] if y is not None} \
+        xs, done, alt, seed = task.given, [], [], layout_seed(task)
+        tensors = {i: x for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1} \
             if task.contract.layouts else {}
+        new = {i: y for i, x in tensors.items() for y in [relayout(x, which, seed)] if y is not None}
+        pr = prober(task) if tensors else None
         if new:
-            pr = prober(task)
             done = most_accepted(pr, xs, o.state0, new)
+        if which == 2:      # inputs refused with gaps everywhere: gaps between outer entries (relayout 3)
+            more = {i: y for i, x in tensors.items() if i not in done for y in [relayout(x, 3, seed)]
+                    if y is not None}
+            if more:
+                alt = most_accepted(pr, merged(xs, new, done), o.state0, more)
+        if pr is not None:
             pr.restore()
-        cache[which] = done
+        cache[(which, "alt")] = alt
+        cache[which] = done = sorted(done + alt)
     return done
 
 
 def relaid(task: Any, xs: list[Any], keys: list[int], which: int = 0) -> list[Any]:
-    """`xs` with the inputs `keys` in layout trial `which`'s memory layout (relayout)."""
+    """`xs` with the inputs `keys` in layout trial `which`'s memory layout (relayout; the gap trial's inputs
+    refused with gaps everywhere in relayout 3's)."""
     seed = layout_seed(task)
-    return [relayout(x, which, seed) if i in keys else x for i, x in enumerate(xs)]
+    alt = getattr(task.oracle, "layout_keys", {}).get((which, "alt"), ())
+    return [relayout(x, 3 if i in alt else which, seed) if i in keys else x for i, x in enumerate(xs)]
 
 
 def _other_layout(task, xs: list[Any], notes: list[str], which: int = 0) -> list[Any]:

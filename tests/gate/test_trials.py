@@ -350,6 +350,51 @@ def test_one_trial_gives_the_inputs_in_another_layout(write):
     assert not any(trials_mod.LAYOUT in tr.name for tr in _trials(t))
 
 
+def test_the_gap_trial_has_gaps_in_every_dim_and_an_offset(write):
+    """Red teams 25, 27: inputs with gaps in memory, in every dim (not only the last: a pitched-rows kernel),
+    starting past the buffer's first element (a kernel ignoring storage_offset)."""
+    t = _task(write, SCALED.replace("torch.randn(16, 12)", "torch.randn(4, 6, 16, 12)"))
+    gap = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and tr.inputs[0].storage_offset()]
+    assert len(gap) == 1, [tr.name for tr in _trials(t)]
+    x = gap[0].inputs[0]
+    dense = [x.shape[3], x.shape[2] * x.stride(2), x.shape[1] * x.stride(1)]
+    assert x.stride(3) == 1 and x.stride(2) > dense[0] and x.stride(1) > dense[1] and x.stride(0) > dense[2]
+
+
+def test_a_reference_flattening_by_view_gets_gaps_between_outer_entries(write):
+    """Red team 27: `.view` refuses column-major, the secret order and gaps everywhere, so no input was ever
+    non-contiguous; gaps between the outer entries at an offset, which `.view` over the inner dims takes."""
+    t = _task(write, SCALED.replace("return x * alpha + k", "return x.view(x.shape[0], -1) * alpha + k")
+               .replace("torch.randn(16, 12)", "torch.randn(8, 4, 6)"))
+    other = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name]
+    assert len(other) == 1 and not other[0].inputs[0].is_contiguous(), [tr.name for tr in _trials(t)]
+    x = other[0].inputs[0]
+    assert x.storage_offset() > 0 and x.stride()[1:] == (6, 1) and x.stride(0) > 24
+
+
+def test_tensors_in_a_container_the_gate_cannot_reach_are_a_task_error(write):
+    """Red team 27: a tensor in a container that is not flattened was never varied; such a task is refused with
+    what to do instead (dicts with tuple keys are flattened)."""
+    from kernelgate.errors import KernelgateError
+    body = """
+import collections
+P = collections.namedtuple("P", "a b")
+class Model(nn.Module):
+    def forward(self, p):
+        return p.a + p.b
+def get_inputs():
+    return [P(torch.randn(4), torch.randn(4))]
+def get_init_inputs():
+    return []
+"""
+    with pytest.raises(KernelgateError, match="input 0 holds tensors inside a P, which the gate cannot vary"):
+        _task(write, body)
+    keyed = body.replace("p.a + p.b", "p[(0, 'a')] + p[(1, 'b')]").replace(
+        "P(torch.randn(4), torch.randn(4))", "{(0, 'a'): torch.randn(4), (1, 'b'): torch.randn(4)}")
+    t = _task(write, keyed, "keyed.py")
+    assert len(t.given) == 2 and t.shape is not None
+
+
 def test_a_reference_that_needs_contiguous_inputs_keeps_them(write):
     t = _task(write, SCALED.replace("return x * alpha + k", "return x.view(-1) * alpha + k"))
     trials = _trials(t)
