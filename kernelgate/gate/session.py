@@ -22,7 +22,8 @@ from ..records import Check, Reason
 from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
-from .trials import LAYOUT, LAYOUTS, iter_trials, layout_keys, relaid
+from .layouts import LAYOUTS
+from .trials import LAYOUT, iter_trials, layout_keys, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},

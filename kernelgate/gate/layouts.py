@@ -1,0 +1,94 @@
+"""Other memory layouts of the same values, for the layout trials (gate/trials.py): column-major, a secret
+order with a middle dim innermost, gaps in every dim at an offset, gaps between outer entries at an offset.
+Pure functions of a tensor and the task's secret seed."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import torch
+
+LAYOUTS = (0, 1, 2)              # the layout trials (relayout): column-major, a secret order, with gaps
+
+
+def memory_orders(rank: int) -> list[tuple[int, ...]]:
+    """The dims' orders in memory (outermost first) the layout trials draw from: the reversed order (column-major)
+    first, then those where no two neighbouring dims stay neighbours in their own order, so no stride ratio of the
+    row-major layout survives (a plane walked as H*W elements, a raw row-major read, both fail), and whose
+    innermost dim is neither the first nor the last (as channels_last's: a kernel that handles the two orders a
+    BLAS-minded author checks for, stride(-1) == 1 or stride(0) == 1, and reads any other as row-major, meets
+    neither; red team 24). Up to 5 dims enumerated, beyond that the reversed order alone."""
+    rev = tuple(range(rank))[::-1]
+    if rank > 5:
+        return [rev]
+    out = [p for p in itertools.permutations(range(rank))
+           if all(p.index(i + 1) != p.index(i) + 1 for i in range(rank - 1)) and p[-1] not in (0, rank - 1)]
+    return [rev] + [p for p in out if p != rev]
+
+
+def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | None:
+    """The same values in another dense memory layout, the same for every call with the same (which, seed) (the
+    build phase's last calls see it, so a compiler's recompile for these strides happens before the lockdown).
+    which 0: the dims' order in memory reversed (column-major); which 1: another order of `memory_orders`, drawn
+    by `seed` (a task's secret: a kernel right for row-major, column-major and a few layouts it special-cases
+    and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24); which 2:
+    gaps in every dim at an offset (`_padded`); which 3: gaps between outer entries only (`_outer_gaps`). None
+    when that is no other layout (fewer than two dims of size > 1; no second order for 2 dims; fewer than 2
+    elements)."""
+    if which == 2:
+        return _padded(x, seed)
+    if which == 3:
+        return _outer_gaps(x, seed)
+    if sum(1 for n in x.shape if n > 1) < 2:
+        return None
+    orders = memory_orders(x.dim())
+    if which == 0:
+        choices = orders[:1]
+    else:
+        choices = orders[1:]
+        random.Random(seed * 1000003 + x.dim()).shuffle(choices)
+    for order in choices:
+        inverse = [order.index(i) for i in range(x.dim())]
+        y = x.detach().permute(order).contiguous().permute(inverse)
+        if y.stride() != x.stride() and not y.is_contiguous():
+            return y
+    return None
+
+
+def _padded(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The same values in memory with gaps in every dim (a pitch longer than the row in each) and the view
+    starting past the buffer's first element, as a padded buffer's valid region; a vector every second or
+    third element. The pitches and the start are drawn from the task's secret. A kernel rebuilding the dense
+    layout of the strides' order (red team 25), one reading rows of one pitch with the other dims packed, or
+    one ignoring the storage offset (red team 27) is wrong here. None for fewer than 2 elements."""
+    if x.numel() < 2 or x.dim() == 0:
+        return None
+    r = random.Random(seed * 7919 + x.dim())
+    if x.dim() == 1:
+        step = r.choice((2, 3))
+        big = torch.zeros(step * x.shape[0] + step, dtype=x.dtype, device=x.device)
+        y = big[r.randint(1, step)::step][:x.shape[0]]
+    else:
+        pads = [0 if n == 1 else r.randint(1, max(1, min(3, n // 4))) for n in x.shape]
+        starts = [r.randint(0, p) for p in pads]
+        if not any(starts):
+            starts[max(range(x.dim()), key=lambda d: pads[d])] = 1
+        big = torch.zeros([n + p for n, p in zip(x.shape, pads)], dtype=x.dtype, device=x.device)
+        y = big[tuple(slice(a, a + n) for a, n in zip(starts, x.shape))]
+    y.copy_(x.detach())
+    return y
+
+
+def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The same values with gaps only between the outermost dim's entries (the rest packed, so a `.view` over
+    the inner dims still works), at a storage offset: the gap trial of a reference that refuses gaps
+    everywhere (a flatten by `.view`: red team 27). None for fewer than 2 elements."""
+    if x.numel() < 2 or x.dim() == 0:
+        return None
+    r = random.Random(seed * 104729 + x.dim())
+    n0, inner = x.shape[0], max(1, x.numel() // max(1, x.shape[0]))
+    pitch, off = inner + r.randint(1, 3), r.randint(1, 7)
+    flat = torch.zeros(off + n0 * pitch, dtype=x.dtype, device=x.device)
+    y = flat[off:].view(n0, pitch)[:, :inner].view(x.shape)
+    y.copy_(x.detach())
+    return y
