@@ -267,6 +267,11 @@ def stamp() -> str:
     return _STAMP
 
 
+def _cuda_toolkit() -> bool:
+    from torch.utils import cpp_extension
+    return getattr(cpp_extension, "CUDA_HOME", None) is not None
+
+
 class Built:
     """One spec's outcome: `library` (the built .so) or `error` (the build's failure, kept for the run)."""
 
@@ -311,6 +316,8 @@ class Prebuilder:
         out = []
         with self._lock:
             for spec in specs(text):
+                if spec["cuda_sources"] and not _cuda_toolkit():
+                    continue            # no nvcc here: the worker's own build says so, as without the cache
                 k = self.key(spec)
                 f = self._futures.get(k)
                 if f is None:
