@@ -205,11 +205,14 @@ INPUT_ELEMENTS = 1 << 20
 
 
 def tensors_in(xs) -> list:
-    """The tensors among forward's arguments, inside lists and tuples too (floats and lists are arguments)."""
+    """The tensors among forward's arguments, inside lists, tuples and dicts too (floats and lists are
+    arguments)."""
     if torch.is_tensor(xs):
         return [xs]
     if isinstance(xs, (list, tuple)):
         return [t for x in xs for t in tensors_in(x)]
+    if isinstance(xs, dict):
+        return [t for x in xs.values() for t in tensors_in(x)]
     return []
 
 def check_refs() -> None:
