@@ -351,11 +351,6 @@ class Prebuilder:
         return Built(spec, lib_or_error, seconds=s) if isinstance(lib_or_error, Path) else \
             Built(spec, None, lib_or_error, seconds=s)
 
-    def close(self) -> None:
-        with self._lock:
-            for f in self._futures.values():
-                f.cancel()
-            self._futures.clear()
 
 
 #: builders running now: frozen while implementations are timed (`paused`), killed with the judge
