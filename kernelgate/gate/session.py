@@ -23,7 +23,7 @@ from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
 from .layouts import LAYOUTS
-from .trials import LAYOUT, iter_trials, layout_keys, relaid
+from .trials import LAYOUT, iter_trials, layout_keys, main_count, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -293,7 +293,7 @@ class Session:
     def trials(self) -> None:
         seed = secrets.randbits(62)          # drawn after the candidate is constructed
         t = self.task
-        for trial in iter_trials(t, seed, self.cfg.trials):      # one trial's data held at a time
+        for trial in iter_trials(t, seed, main_count(t, self.cfg.trials)):      # one trial's data held at a time
             if trial.state is not None:
                 self.request({"op": "load", "state": trial.state}, self.cfg.call_timeout, "load_state_dict")
                 t.oracle.load(trial.state)

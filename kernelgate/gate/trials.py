@@ -238,6 +238,20 @@ def iter_trials(task: Any, seed: int, n: int) -> Iterator[Trial]:
             yield Trial(f"shape: dim {v.dim} = {size}", xs, task.oracle.state0)
 
 
+FEW = 64           # a float output with fewer elements than this gives a trial little evidence (a loss, a norm)
+FEW_FACTOR = 3     # ... so the main trials are tripled
+
+
+def main_count(task: Any, n: int) -> int:
+    """How many main trials: `n`, or FEW_FACTOR * n where a float output has fewer than FEW elements. One trial
+    of a scalar output is one sample of its error: lower precision whose errors average out under a long
+    reduction lands inside the bound in a fair share of single trials (a bf16 GEMM under an MSE: about half),
+    never in two dozen (docs/GATE.md, the comparison)."""
+    small = any(isinstance(o, torch.Tensor) and o.dtype.is_floating_point and o.numel() < FEW
+                for o in getattr(task, "out_meta", None) or [])
+    return n * FEW_FACTOR if small and n > 0 else n
+
+
 def prober(task: Any) -> Prober:
     o = task.oracle
     p = getattr(o, "trial_prober", None)

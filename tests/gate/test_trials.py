@@ -416,3 +416,16 @@ def get_init_inputs():
     bands = {tuple(tr.inputs[1]) for tr in _trials(t)}
     assert (-0.5, 0.5) in bands and len(bands) >= 4
     assert all(isinstance(tr.inputs[1], list) for tr in _trials(t))
+
+
+def test_small_float_outputs_get_three_times_the_main_trials():
+    """One trial of a loss is one sample of its error: a bf16 GEMM under an MSE landed inside the bound in about
+    half the single trials and was accepted about 1 run in 100 with 8 (order_bf16_gemm_loss); a float output of
+    fewer than 64 elements gets 24. Integer outputs are compared exactly and big outputs carry many samples."""
+    from types import SimpleNamespace as NS
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(())]), 8) == 24
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(256, 64), torch.zeros(3)]), 8) == 24
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(64)]), 8) == 8
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(3, dtype=torch.long)]), 8) == 8
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(())]), 0) == 0
+    assert trials_mod.main_count(NS(out_meta=[torch.zeros(())]), 4) == 12       # a variant's reduced plan scales too
