@@ -47,9 +47,23 @@ def _kg_pl_jax():
     return _KG_PL_MODS[0]
 
 
+_KG_PL_ERFC = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
+               0.37409196, 1.00002368, -1.26551223)
+
+
+def _kg_pl_erfc(j, z):
+    """erfc(z) for z >= 0 from exp and a Chebyshev fit in t = 1 / (1 + z/2) (relative error under 1.2e-7): JAX's
+    Triton lowering has no erf. GELU through it errs 3.8e-7 at most against fp64, torch's fp32 GELU 1.2e-6."""
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = _KG_PL_ERFC[0]
+    for c in _KG_PL_ERFC[1:]:
+        p = p * t + c
+    return t * j.jnp.exp(p - z * z)
+
+
 def _kg_pl_op(j, op, a, params):
     """One IR instruction on fp32 JAX values (a: the operands), computed as torch computes it."""
-    jnp, lax = j.jnp, j.lax
+    jnp = j.jnp
     if op == "add":
         return a[0] + a[1]
     if op == "sub":
@@ -67,8 +81,9 @@ def _kg_pl_op(j, op, a, params):
         return x / (1.0 + jnp.exp(-x))
     if op == "relu":
         return jnp.where(x < 0.0, 0.0, x)                  # NaN kept, as torch.relu
-    if op == "gelu":
-        return x * 0.5 * (1.0 + lax.erf(x * 0.7071067811865476))
+    if op == "gelu":                 # 1 + erf(x / sqrt 2) through erfc, on both sides of 0
+        c = _kg_pl_erfc(j, jnp.abs(x) * 0.7071067811865476)
+        return x * 0.5 * jnp.where(x < 0.0, c, 2.0 - c)
     if op == "gelu_tanh":
         return 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
     if op in ("exp", "log", "tanh", "sqrt", "abs"):
