@@ -22,6 +22,7 @@ from . import screen, timing
 from . import verdict as verdicts
 from .session import Phase, Rejected, Session, no_phase, worker_limits  # noqa: F401 - the names callers use
 from .task import Task, device_name, prepare, resolve_device, timing_pool  # noqa: F401
+from .trials import main_count
 
 
 #: the name of the check a verdict with a reduced trial plan carries (a family's anchor must not have it)
@@ -57,7 +58,7 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
             return verdicts.build(task, s, Status.ERROR, Reason.DEGENERATE, task.admission.detail, t0), s
         s.checks.append(Check("contract", True, "; ".join(task.contract.assumptions())))
         if reduced:
-            s.checks.append(Check(REDUCED_PLAN, True, f"{cfg.trials} main trials: {reduced}"))
+            s.checks.append(Check(REDUCED_PLAN, True, f"{main_count(task, cfg.trials)} main trials: {reduced}"))
         s.build()
         if spares is not None:
             with phase("spares"):
