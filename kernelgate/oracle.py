@@ -22,6 +22,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from .errors import KernelgateError
 from .records import Contract, Reason
+from .languages import kernel_languages
 from .structure import structured
 from .workload import Reference
 
@@ -200,19 +201,32 @@ class Runs:
     permitted: dict[str, list[torch.Tensor]]
 
 
+OPAQUE_K = 1 << 20       # an own-precision reference's reductions: unknown length, taken past the order term's cap
+
+
+def own_precision(source: str, device: str) -> bool:
+    """The reference is a kernel implementation (Triton, CUDA C++, Pallas: languages.py) on a GPU:
+    its kernels take their own dtype only (an fp64 run fails, or faults and takes the device context with it),
+    so the oracle is the reference's own run and the tolerance its floor (docs/GATE.md, port mode). On the CPU
+    such kernels run in interpreters that take fp64, and the oracle stays fp64."""
+    return device.startswith("cuda") and bool(kernel_languages(source))
+
+
 class Oracle:
     """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
 
     def __init__(self, ref: Reference, device: str, contract: Contract, compute: str | None = None,
-                 shape: Any = None):
+                 shape: Any = None, own: bool = False):
         """Outputs are returned on `device` (where the judge keeps its data); the runs happen on `compute`
         (default `device`): the lean memory plan keeps data on the host and computes on the task's device,
-        giving the allocator's cache back after every run (gate/memory.py)."""
+        giving the allocator's cache back after every run (gate/memory.py). `own`: the reference is a kernel
+        implementation that runs only in its own dtype (`own_precision`): the oracle is its task-dtype run."""
         self.ref, self.home, self.contract = ref, device, contract
         self.device = compute or device
+        self.own = own
         self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
-        self.model64 = copy.deepcopy(self.model).to(torch.float64)
+        self.model64 = None if own else copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()
         self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs
         self.as_dtype: dict[torch.dtype, torch.nn.Module] = {}   # copies for mutants
@@ -251,6 +265,8 @@ class Oracle:
         del dev
         self._done()
         self.ops = rec.ops
+        if self.own:                         # its reductions run inside kernels no recorder sees: the term at its cap
+            ks = [OPAQUE_K] * len(ks)
         self.reduce_ks = ks                  # each output's longest reduction: the tolerance's summation-order term
         self.rounded = rounded               # each output: rounded on its way (its integer values are on a grid)
         for k, o in enumerate(first):
@@ -281,7 +297,8 @@ class Oracle:
 
     def load(self, state: dict[str, torch.Tensor]) -> None:
         self.model.load_state_dict(state, strict=True)
-        self.model64.load_state_dict(state, strict=True)
+        if self.model64 is not None:
+            self.model64.load_state_dict(state, strict=True)
         for m in self.low.values():
             m.load_state_dict(state, strict=True)
 
@@ -314,7 +331,10 @@ class Oracle:
         for fmt, m in self.low.items():
             dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
             permitted[f"{fmt} (contract)"] = self._call(m, upcast(dev, dt))
-        if self.away:
+        if self.own:
+            oracle = [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                      for t in task]
+        elif self.away:
             del dev
             self._done()
             dev = [to_fp64(x, self.device) for x in xs]

@@ -11,7 +11,10 @@ from . import checks, correctness
 
 
 def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
-    """The format one step below what the task and its contract permit, for the precision mutant."""
+    """The format one step below what the task and its contract permit, for the precision mutant (none for a
+    reference whose kernels run in their own dtype only: oracle.own)."""
+    if getattr(oracle, "own", False):
+        return None
     dtypes = {p.dtype for p in oracle.model.parameters()} | {b.dtype for b in oracle.model.buffers()}
     floating = {d for d in dtypes if d.is_floating_point}
     if floating and floating <= {torch.float32} or not floating:

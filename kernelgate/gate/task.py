@@ -6,13 +6,14 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from .. import structure, workload
 from ..errors import KernelgateError
-from ..oracle import Oracle
+from ..oracle import Oracle, own_precision
 from ..records import Check, Contract, Reason
 from . import admission, checks, timing
 from . import memory as memory_mod
@@ -168,7 +169,8 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
                                   "as separate arguments or in a plain list, tuple or dict", Reason.TASK_LOAD)
     given = _placed(flat, device, device_home)
     del raw
-    oracle = Oracle(ref, device_home, contract, compute=device, shape=shape)   # on the device, kept at home
+    own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
+    oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own)   # on the device, kept at home
     out = oracle.probe(given)
     rng = torch.Generator().manual_seed(secrets.randbits(62))
 
@@ -179,6 +181,9 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
             yield xs, oracle.run(xs)
     t_adm = time.monotonic()
     adm = admission.admit(oracle, trials())
+    if own:
+        adm = Check(adm.name, adm.ok, adm.detail + "; oracle: the reference's own run (its kernels take no fp64 on "
+                    "the GPU), tolerance its floor with the summation-order term at its cap")
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
                 mplan, time.monotonic() - t_adm, shape)
 

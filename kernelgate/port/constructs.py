@@ -12,13 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: languages a source may be written in, and the text that shows each (a regular expression over the file)
-LANGUAGE_SIGNS = {
-    "triton": r"@triton\.jit|import triton\b|from triton\b",
-    "cuda": r"load_inline\s*\([^)]*cuda_sources|__global__|cuda_sources\s*=",
-    "pallas": r"pallas_call|from jax\.experimental import pallas|jax\.experimental\.pallas",
-    "cpp": r"load_inline\s*\(|cpp_extension",
-}
+from .. import languages as kernel_languages
+
+LANGUAGE_SIGNS = kernel_languages.LANGUAGE_SIGNS      # the text that shows each kernel language
 
 
 @dataclass(frozen=True)
@@ -129,10 +125,7 @@ class Scan:
 
 def languages(source: str) -> tuple[str, ...]:
     """The kernel languages the source uses (cpp only where no CUDA source is there)."""
-    out = [lang for lang, sign in LANGUAGE_SIGNS.items() if re.search(sign, source)]
-    if "cuda" in out and "cpp" in out:
-        out.remove("cpp")
-    return tuple(out)
+    return kernel_languages.kernel_languages(source)
 
 
 def scan(source: str) -> Scan:
