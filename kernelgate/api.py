@@ -116,6 +116,8 @@ def profile(ref: str, cand: str | None = None, *, target: str = "cpu", contract:
         raise KernelgateError(f"profiling the reference failed: {ref_side.error}", Reason.TASK_LOAD)
     machine = targets.machine(task.device)
     try:
+        if getattr(task.oracle, "own", False):   # kernels handed meta tensors would fault (oracle.own)
+            raise KernelgateError("the reference launches its own kernels")
         whole = fusion.whole_forward(task.oracle.model, task.given, ref_side.profile.kernels_per_forward)
         ref_side = dataclasses.replace(ref_side, fusion=fusion.fusion_estimate(whole, machine))
     except Exception as e:  # noqa: BLE001 - the estimate is a hint; the profile stands without it

@@ -59,3 +59,32 @@ def test_the_oracle_never_builds_an_fp64_copy(own, write):
     runs = t.oracle.run(t.given)
     assert torch.equal(runs.oracle[0], runs.task[0].double())
     assert t.oracle.reduce_ks == [oracle_mod.OPAQUE_K]
+
+
+SPY = HEAD + """
+SEEN = []
+class Model(nn.Module):
+    def forward(self, x):
+        SEEN.append(x.device.type)         # a kernel handed a meta tensor reads address 0 and faults
+        return torch.softmax(x, dim=-1)
+def get_inputs():
+    return [torch.randn(64, 300)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_kernel_reference_never_runs_on_meta_tensors(own, write, tmp_path, monkeypatch):
+    """The roofline count, the fusion estimates and the profile's whole-forward fusion run a plain reference on
+    meta tensors; the H200 port run's Triton references faulted there (illegal memory access)."""
+    from kernelgate import workload
+    from kernelgate.records import Contract
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", SPY), "Model"), "cpu", Contract())
+    seen = t.ref.module.SEEN
+    assert seen and "meta" not in seen and t.floor is not None        # counted on a real run
+    from kernelgate.profiling import fusion
+    calls = []
+    monkeypatch.setattr(fusion, "strategy_estimates", lambda *a, **k: calls.append(a) or {})
+    api.optimize(write("ref2.py", SPY), target="cpu", budget=20, max_candidates=1, out=str(tmp_path / "o"),
+                 store=str(tmp_path / "s.sqlite"))
+    assert calls == []                                               # the search's estimates are skipped

@@ -184,17 +184,18 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     if own:
         adm = Check(adm.name, adm.ok, adm.detail + "; oracle: the reference's own run (its kernels take no fp64 on "
                     "the GPU), tolerance its floor with the summation-order term at its cap")
-    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract),
+    return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract, own),
                 mplan, time.monotonic() - t_adm, shape)
 
 
-def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract):
+def _floor(model: torch.nn.Module, given: list[Any], device: str, contract: Contract, own: bool = False):
     """Roofline floor of the workload on this device (None, with a log line, when it cannot be counted)."""
     from .. import targets
     from ..profiling import roofline
     try:
         precision = "tf32" if "tf32" in contract.precision else None
-        return roofline.floor(roofline.count(model, given), targets.machine(device), precision)
+        work = roofline.count(model, given, meta=not own)          # kernels take no meta tensors
+        return roofline.floor(work, targets.machine(device), precision)
     except Exception as e:  # noqa: BLE001 - the floor is a signal, never a reason to refuse a task
         log.info("no roofline floor: %s", e)
         return None

@@ -122,6 +122,7 @@ def _floor_fraction(a: dict[str, Any], sub: Any, fields: dict[str, Any] | None) 
     from .. import targets, workload
     from ..gate.judge import resolve_device
     from ..profiling import roofline
+    from ..oracle import own_precision
     from ..submit import find_workload, load_run
     try:
         out = Path(a["out_dir"])
@@ -129,8 +130,9 @@ def _floor_fraction(a: dict[str, Any], sub: Any, fields: dict[str, Any] | None) 
         device = resolve_device(sub.target)
         model = ref.build(seed=0).to(device)
         precision = "tf32" if "tf32" in _contract(fields).precision else None
-        f = roofline.floor(roofline.count(model, ref.inputs(seed=0, device=device)), targets.machine(device),
-                           precision)
+        meta = not own_precision(Path(ref.spec.path).read_text(), device)       # kernels take no meta tensors
+        f = roofline.floor(roofline.count(model, ref.inputs(seed=0, device=device), meta=meta),
+                           targets.machine(device), precision)
         return f.floor_s * 1e3 / sub.evaluation.timing.median_ms if sub.evaluation.timing.median_ms > 0 else None
     except Exception as e:  # noqa: BLE001 - the floor is a signal for review, never a reason to lose the result
         print(f"no roofline floor for the review check: {type(e).__name__}: {e}", file=sys.stderr)

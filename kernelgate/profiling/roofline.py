@@ -172,8 +172,12 @@ def _run(model: torch.nn.Module, inputs: Sequence[Any], meta: bool) -> Work:
                 input_bytes, param_bytes, output_bytes, "meta" if meta else device)
 
 
-def count(model: torch.nn.Module, inputs: Sequence[Any]) -> Work:
-    """FLOPs and least bytes of one forward of `model` on `inputs`: a meta run, else a real one."""
+def count(model: torch.nn.Module, inputs: Sequence[Any], meta: bool = True) -> Work:
+    """FLOPs and least bytes of one forward of `model` on `inputs`: a meta run, else a real one. `meta=False`
+    for a forward that launches its own kernels (Triton, CUDA C++): handed meta tensors, such a kernel reads
+    address 0 and the fault takes the process's CUDA context with it. Its kernels' FLOPs are not counted."""
+    if not meta:
+        return _run(model, inputs, meta=False)
     try:
         return _run(model, inputs, meta=True)
     except Exception:  # noqa: BLE001 -- no meta kernel, data-dependent control flow, tensors not in the state
