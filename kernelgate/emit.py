@@ -41,8 +41,10 @@ _KG_ENV_OK = _kg_versions_match()
 
 
 def _kg_mode_ok(module, tensors):
-    """Whether the call is in a mode the gate verified: eval mode (every submodule), and autograd off or
-    recording nothing (no input or parameter requires grad), unless training / autograd were verified too."""
+    """Whether the call is in a mode the gate verified: eval mode (every submodule), and autograd off under
+    torch.no_grad() (not inference mode), unless training / autograd were verified too. A candidate can branch
+    on the autograd mode, so a mode the gate never ran (autograd on with nothing requiring grad, inference
+    mode) takes the reference path."""
     modes = _KG_VERIFIED["modes"]
     if not modes["training"]:
         if module.training:
@@ -53,8 +55,7 @@ def _kg_mode_ok(module, tensors):
             object.__setattr__(module, "_kg_submodules", subs)
         if any(m.training for m in subs):
             return False
-    if not modes["grad"] and _kg_torch.is_grad_enabled() and (
-            any(t.requires_grad for t in tensors) or any(p.requires_grad for p in module.parameters())):
+    if not modes["grad"] and (_kg_torch.is_grad_enabled() or _kg_torch.is_inference_mode_enabled()):
         return False
     return True
 
@@ -70,7 +71,8 @@ def _kg_fast_path_ok(args, module=None):
         return False
     if _KG_VERIFIED["gpu"] is not None and _kg_torch.cuda.get_device_name(tensors[0].device) != _KG_VERIFIED["gpu"]:
         return False
-    sig = [[list(a.shape), str(a.dtype), list(a.stride())] if _kg_torch.is_tensor(a) else repr(a) for a in args]
+    sig = [[list(a.shape), str(a.dtype), list(a.stride()), a.storage_offset()] if _kg_torch.is_tensor(a)
+           else repr(a) for a in args]
     return sig in _KG_VERIFIED["signatures"]
 
 
@@ -107,7 +109,8 @@ def _wrap(text: str, width: int = 100) -> str:
 def signatures(input_sets: list[list[Any]]) -> list[Any]:
     out = []
     for xs in input_sets:
-        sig = [[list(a.shape), str(a.dtype), list(a.stride())] if isinstance(a, torch.Tensor) else repr(a) for a in xs]
+        sig = [[list(a.shape), str(a.dtype), list(a.stride()), a.storage_offset()] if isinstance(a, torch.Tensor)
+               else repr(a) for a in xs]
         if sig not in out:
             out.append(sig)
     return out
@@ -124,10 +127,10 @@ def modes_text(modes: dict[str, bool] = GATE_MODES) -> str:
         return "The fast path runs in eval and training mode, with or without autograd (all verified)."
     when = "eval or training mode" if modes["training"] else "eval mode (every submodule)"
     if not modes["grad"]:
-        when += (" with autograd off (torch.no_grad(), torch.inference_mode()) or recording nothing (no input or "
-                 "parameter requires grad)")
+        when += " under torch.no_grad() (not torch.inference_mode(), not autograd on with nothing requiring grad)"
     other = [(w, v) for w, v, ok in (("training mode (of any submodule)", "takes", modes["training"]),
-                                     ("calls autograd records", "take", modes["grad"])) if not ok]
+                                     ("calls with autograd on or in inference mode", "take", modes["grad"]))
+             if not ok]
     verb = "take" if len(other) > 1 else other[0][1]
     return (f"The fast path runs only in the modes the gate verified: {when}. "
             f"{' and '.join(w for w, _ in other).capitalize()} "

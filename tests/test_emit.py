@@ -223,3 +223,28 @@ def test_the_fast_path_needs_the_verified_layout(tmp_path):
     with torch.no_grad():
         assert mod._kg_fast_path_ok(xs, m) and not mod._kg_fast_path_ok(other, m)
         torch.testing.assert_close(m(*other), model(*xs), atol=1e-5, rtol=1e-5)
+
+
+def test_the_fast_path_needs_the_verified_autograd_mode_and_offset(tmp_path):
+    """Red team 28: the gate calls candidates under torch.no_grad() only, so a candidate that branched on the
+    autograd mode (wrong with autograd on and nothing requiring grad, or in inference mode) took the fast path
+    there; and a contiguous input at a storage offset (a row slice) matched the signature of offset-0 inputs
+    the candidate was verified on. Both take the reference path now."""
+    mod, model, m, xs = _emitted(tmp_path, ["rewrite:merge-linear"], "kg_emit_rt28")
+    for p in m.parameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        assert mod._kg_fast_path_ok(xs, m)
+    assert not mod._kg_fast_path_ok(xs, m)                 # autograd on, nothing requiring grad
+    with torch.inference_mode():
+        assert not mod._kg_fast_path_ok(xs, m)
+    shifted = []
+    for x in xs:
+        buf = torch.empty(x.numel() + 7, dtype=x.dtype)
+        y = buf[7:].view(x.shape)
+        y.copy_(x)
+        shifted.append(y)
+    assert all(y.is_contiguous() and y.storage_offset() == 7 for y in shifted)
+    with torch.no_grad():
+        assert not mod._kg_fast_path_ok(shifted, m)
+        torch.testing.assert_close(m(*shifted), model(*xs), atol=1e-5, rtol=1e-5)
