@@ -48,6 +48,14 @@ def place(prev: Any, x: torch.Tensor) -> bool:
     return False
 
 
+def apart(x: torch.Tensor, others: Any) -> torch.Tensor:
+    """`x`, or a copy of it where it shares memory with one of `others` (leaves that arrived as one tensor)."""
+    ptr = x.untyped_storage().data_ptr()
+    if any(t is not None and t.untyped_storage().data_ptr() == ptr for t in others):
+        return x.clone()
+    return x
+
+
 def snapshot(xs: list, lean: bool) -> list:
     """Copies of the inputs before a call (on the host under the lean plan), None for non-tensors."""
     return [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]

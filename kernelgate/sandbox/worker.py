@@ -255,9 +255,7 @@ class Harness:
         if handle.place(prev, x):
             return prev
         self.dispose(prev)
-        if any(t is not None and k != (i, slot) and t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-               for k, t in self.slots.items()):
-            x = x.clone()         # leaves that arrived sharing memory ([x, x]) get buffers of their own
+        x = handle.apart(x, [t for k, t in self.slots.items() if k != (i, slot)])   # [x, x]: buffers of their own
         self.slots[(i, slot)] = x
         return x
 

@@ -75,3 +75,11 @@ def test_handle_does_what_the_harness_did():
     kept = handle.keep([buf, xs[0]], [{"aliased": True}, {"aliased": False}])
     assert kept[0] is not buf and torch.equal(kept[0], buf) and kept[1] is xs[0]
     assert [t.shape for t in handle.empties([[[2, 2], "float32"]], "cpu")] == [torch.Size([2, 2])]
+
+
+def test_leaves_sharing_memory_get_their_own_buffer():
+    x = torch.randn(4, 4)
+    other = torch.randn(4, 4)
+    assert handle.apart(x, [other, None]) is x
+    y = handle.apart(x, [other, x[1:]])
+    assert y is not x and torch.equal(y, x) and y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
