@@ -88,3 +88,18 @@ def test_a_kernel_reference_never_runs_on_meta_tensors(own, write, tmp_path, mon
     api.optimize(write("ref2.py", SPY), target="cpu", budget=20, max_candidates=1, out=str(tmp_path / "o"),
                  store=str(tmp_path / "s.sqlite"))
     assert calls == []                                               # the search's estimates are skipped
+
+
+def test_no_nan_inf_trial_without_a_second_opinion(own, write, monkeypatch):
+    """With the reference's own run as the oracle nothing says its NaN/Inf handling is meant (a Triton ReLU by
+    tl.maximum drops NaN where torch.relu keeps it: the H200 port of such a kernel was refused `nonfinite`)."""
+    from kernelgate import workload
+    from kernelgate.config import GateConfig
+    from kernelgate.gate import correctness, trials
+    from kernelgate.records import Contract
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", REF), "Model"), "cpu", Contract())
+    names = [tr.name for tr in trials.make_trials(t, 3, GateConfig().trials)]
+    assert names and not any(correctness.NONFINITE_TRIAL in n for n in names)
+    monkeypatch.setattr(task_mod, "own_precision", lambda source, device: False)      # the fp64 oracle: kept
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", REF), "Model"), "cpu", Contract())
+    assert any(correctness.NONFINITE_TRIAL in tr.name for tr in trials.make_trials(t, 3, GateConfig().trials))
