@@ -87,8 +87,10 @@ case "${1:-}" in
                 > "$OUT/pytest_pallas.txt" 2>&1
             timeout 400 python benchmarks/port_pallas.py --target cuda --budget "${BUDGET:-90}" --timeout 200 \
                 --out "$OUT/port_pallas_h200.json" > "$OUT/port_pallas.txt" 2>&1 ;;
+    jaxthreads) timeout 120 python benchmarks/diag_jax_threads.py --out "$OUT/jax_threads_h200.json" \
+                > "$OUT/jax_threads.txt" 2>&1 ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|prebuild" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|jaxthreads|prebuild" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
