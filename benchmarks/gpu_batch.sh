@@ -14,6 +14,8 @@
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
 #   bash benchmarks/gpu_batch.sh pallas      # 1 GPU, ~8 min: the Pallas GPU tests (JAX's GPU lowering), then the
 #                                            # three examples/ports implementations ported to Pallas and benched
+#   bash benchmarks/gpu_batch.sh jaxthreads  # 1 GPU, ~1 min: which JAX threads take Python thread states after the
+#                                            # worker's JAX prime (a Pallas port was ended `introspection`)
 #   DEV=dir bash benchmarks/gpu_batch.sh lean  # 1 GPU, ~9 min: where prepare's and one judge's time goes on
 #                                            # attention and two dev problems of 6-8 GiB; then the GPU tests
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
