@@ -43,6 +43,7 @@ def own(monkeypatch):
     monkeypatch.setattr(task_mod, "own_precision", lambda source, device: True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cand, status", [(HONEST, "accepted"), (BF16, "rejected")])
 def test_the_own_run_is_the_oracle(own, write, tmp_path, cand, status):
     v = api.verify(write("ref.py", REF), write("cand.py", cand), store=str(tmp_path / "s.sqlite"))
@@ -74,6 +75,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_a_kernel_reference_never_runs_on_meta_tensors(own, write, tmp_path, monkeypatch):
     """The roofline count, the fusion estimates and the profile's whole-forward fusion run a plain reference on
     meta tensors; the H200 port run's Triton references faulted there (illegal memory access)."""
