@@ -121,8 +121,8 @@ def _floor_fraction(a: dict[str, Any], sub: Any, fields: dict[str, Any] | None) 
     """The roofline floor over a submitted candidate's median (1.0 = at the floor), or None."""
     from .. import targets, workload
     from ..gate.judge import resolve_device
-    from ..profiling import roofline
     from ..oracle import own_precision
+    from ..profiling import roofline
     from ..submit import find_workload, load_run
     try:
         out = Path(a["out_dir"])

@@ -12,9 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import languages as kernel_languages
-
-LANGUAGE_SIGNS = kernel_languages.LANGUAGE_SIGNS      # the text that shows each kernel language
+from ..languages import kernel_languages as languages
 
 
 @dataclass(frozen=True)
@@ -116,16 +114,11 @@ class Found:
 
 @dataclass(frozen=True)
 class Scan:
-    languages: tuple[str, ...]      # kernel languages the source uses, in LANGUAGE_SIGNS order
+    languages: tuple[str, ...]      # kernel languages the source uses, in languages.py's order
     found: tuple[Found, ...]
 
     def to_json(self) -> dict:
         return {"languages": list(self.languages), "constructs": [f.to_json() for f in self.found]}
-
-
-def languages(source: str) -> tuple[str, ...]:
-    """The kernel languages the source uses (cpp only where no CUDA source is there)."""
-    return kernel_languages.kernel_languages(source)
 
 
 def scan(source: str) -> Scan:

@@ -352,7 +352,6 @@ class Prebuilder:
             Built(spec, None, lib_or_error, seconds=s)
 
 
-
 #: builders running now: frozen while implementations are timed (`paused`), killed with the judge
 _RUNNING: set = set()
 _STATE = threading.Condition()
