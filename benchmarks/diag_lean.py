@@ -47,11 +47,13 @@ def traced(owner, name, label):     # each call's start and end on stderr (kept 
             print(f"[{time.monotonic() - T0:7.2f}s] < {label} {time.monotonic() - t:.2f}s{used}", file=sys.stderr, flush=True)
     setattr(owner, name, wrapper)
 import kernelgate.gate.admission, kernelgate.gate.judge, kernelgate.gate.memory, kernelgate.gate.session, kernelgate.gate.task
-import kernelgate.oracle
+import kernelgate.oracle, kernelgate.gate.correctness, kernelgate.gate.checks, kernelgate.sandbox.ipc
 g = kernelgate.gate
-for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor")), (g.admission, ("admit",)),
-                     (workload, ("widen",)), (g.judge, ("_timed_recheck",)),
+for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor", "timing_pool")), (g.admission, ("admit",)),
+                     (workload, ("widen", "perturb")), (g.judge, ("_timed_recheck",)),
                      (kernelgate.oracle.Oracle, ("run", "probe", "run_as")),
+                     (g.correctness, ("error_stats", "derive")), (g.checks.Comparator, ("expected",)),
+                     (kernelgate.sandbox.ipc, ("pack", "unpack")),
                      (g.session.Session, ("call", "check_outputs", "build", "settle"))]:
     for name in names:
         traced(owner, name, f"{getattr(owner, '__name__', '').split('.')[-1]}.{name}")

@@ -264,6 +264,7 @@ def test_numbers_a_float32_kernel_cannot_hold_stay_torch():
     assert [op for op, _, _ in node.args[0]] == ["mul", "sigmoid", "add"]
 
 
+@pytest.mark.slow          # one C++ build per op (8 s): the parametrized op tests below stay in the fast loop
 def test_every_op_has_a_cpp_expression():
     assert {op for op in _KG_OPS if _KG_OPS[op][2] is None} == set()
     program = tuple((op, ("i0",) if op not in ("add", "sub", "mul", "div") else ("i0", 1.5),
