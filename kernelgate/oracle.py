@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from . import hostmem
 from .errors import KernelgateError
 from .records import Contract, Reason
 from .languages import kernel_languages
@@ -239,7 +240,12 @@ class Oracle:
 
     def _call(self, model: torch.nn.Module, xs: list[Any]) -> list[torch.Tensor]:
         with torch.no_grad():
-            return [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(model(*xs))]
+            return [self.homed(o.detach()) if isinstance(o, torch.Tensor) else o for o in as_list(model(*xs))]
+
+    def homed(self, t: torch.Tensor) -> torch.Tensor:
+        """`t` where the judge keeps its data: in page-locked host memory when that is the host and `t` is on a
+        GPU (hostmem.py: 55 GB/s against 1.2 GB/s into fresh pageable memory)."""
+        return hostmem.to_host(t) if self.home == "cpu" else t.to(self.home)
 
     def _done(self) -> None:
         """Computing away from home: the device's cached blocks go back once the outputs are home."""
@@ -256,7 +262,7 @@ class Oracle:
                 raw = self.model(*dev)
             ks, rounded = rec.of(as_list(raw)), rec.rounded_of(as_list(raw))
             self.single = not isinstance(raw, (tuple, list))
-            first = [o.detach().to(self.home) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
+            first = [self.homed(o.detach()) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
             del raw
             torch.manual_seed(2)
             second = self._call(self.model, dev)

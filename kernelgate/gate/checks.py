@@ -56,7 +56,17 @@ class Expected:
             return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
         if nonfinite_inputs:
             c = correctness.unjudged_where_nonfinite(c, self.g)
-        return correctness.compare(c.to(self.g.device), self.g, b, self.tol, label, self.compute)
+        if not _on(c, self.compute):             # else already where the comparison runs (the lean plan's GPU)
+            c = c.to(self.g.device)
+        return correctness.compare(c, self.g, b, self.tol, label, self.compute)
+
+
+def _on(t: torch.Tensor, device: str | None) -> bool:
+    """`t` is on `device` ("cuda" names whichever GPU is current)."""
+    if device is None:
+        return False
+    d = torch.device(device)
+    return t.device.type == d.type and (d.index is None or t.device.index == d.index)
 
 
 @dataclass(frozen=True)

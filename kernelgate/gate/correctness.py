@@ -185,7 +185,7 @@ def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, l
     """One output of one trial: positions of non-finite values, then errors against the tolerance; `compute`:
     where the work is done, slice by slice, when not where the tensors are."""
     if tol.exact:
-        same = torch.equal(c, b.to(c.dtype)) if c.dtype == b.dtype else False
+        same = torch.equal(c, b.to(c.device)) if c.dtype == b.dtype else False
         return Check(label, same, "bit-identical" if same else "integer/bool output differs from the reference",)
     bad = _nonfinite_mismatch(c, g, b, compute)
     if bad:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import structure, workload
+from .. import hostmem, structure, workload
 from ..errors import KernelgateError
 from ..oracle import Oracle, own_precision
 from ..records import Check, Contract, Reason
@@ -131,7 +131,7 @@ def _placed(xs: list[Any], device: str, home: str,
         xs = transform(xs)
     if home == device:
         return xs
-    xs = [x.to(home) if isinstance(x, torch.Tensor) else x for x in xs]
+    xs = [(hostmem.to_host(x) if home == "cpu" else x.to(home)) if isinstance(x, torch.Tensor) else x for x in xs]
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return xs

@@ -32,7 +32,20 @@ def nan_blocks(n: int, device: str) -> None:
 
 
 def to_device(x: Any, device: str) -> Any:
-    return x.to(device) if isinstance(x, torch.Tensor) else x
+    """`x` on `device` in the same memory layout: strides and storage offset, gaps included (`Tensor.to` makes a
+    tensor with gaps contiguous, and drops the offset: the layout trials would reach a GPU worker as the plain
+    layout)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    d = torch.device(device)
+    if x.device.type == d.type and (d.index is None or x.device.index == d.index) or x.numel() == 0 \
+            or (x.is_contiguous() and x.storage_offset() == 0):
+        return x.to(device)
+    extent = x.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    base = torch.empty(extent, dtype=x.dtype, device=device)
+    y = base.as_strided(x.shape, x.stride(), x.storage_offset())
+    y.copy_(x)
+    return y
 
 
 def to_devices(xss: list, device: str) -> list:
@@ -42,7 +55,7 @@ def to_devices(xss: list, device: str) -> list:
 def place(prev: Any, x: torch.Tensor) -> bool:
     """Copy x into prev when shape, dtype, strides and device match; whether it did."""
     if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
-            and prev.device == x.device):
+            and prev.device == x.device and prev.storage_offset() == x.storage_offset()):
         prev.copy_(x)
         return True
     return False
@@ -56,15 +69,16 @@ def apart(x: torch.Tensor, others: Any) -> torch.Tensor:
     return x
 
 
-def snapshot(xs: list, lean: bool) -> list:
-    """Copies of the inputs before a call (on the host under the lean plan), None for non-tensors."""
-    return [(x.to("cpu", copy=True) if lean else x.clone()) if isinstance(x, torch.Tensor) else None for x in xs]
+def snapshot(xs: list) -> list:
+    """Copies of the inputs before a call, where they are (a host copy of a GPU's inputs cost 5 s per 6 GiB in
+    page faults, and as much again to compare; the lean plan allows the worker one input's worth more than the
+    forward during a call, and it gives its cache back after: docs/GATE.md), None for non-tensors."""
+    return [x.clone() if isinstance(x, torch.Tensor) else None for x in xs]
 
 
-def changed(xs: list, snaps: list, lean: bool) -> list[int]:
+def changed(xs: list, snaps: list) -> list[int]:
     """Indices of inputs whose bits differ from their snapshot."""
-    return [i for i, (x, s) in enumerate(zip(xs, snaps)) if s is not None
-            and not _same_bits(x.cpu() if lean and type(x) is torch.Tensor else x, s)]
+    return [i for i, (x, s) in enumerate(zip(xs, snaps)) if s is not None and not _same_bits(x, s)]
 
 
 def contiguous(ts: list) -> list:

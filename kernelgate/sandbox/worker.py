@@ -196,7 +196,7 @@ class Harness:
 
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
-        self.call(jobs.load, (self.model, msg["state"], self.device))
+        self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet"))))
         return {"ok": True}
 
     def poison(self, nbytes: int) -> None:
@@ -215,7 +215,7 @@ class Harness:
             self.sync()
             return {"ok": True}
         lean = bool(msg.get("lean"))
-        if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device, the snapshot on the host
+        if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device
             slot = int(msg.get("slot", 0))
             for key in [k for k in self.slots if k[1] != slot]:
                 self.dispose(self.slots.pop(key))
@@ -223,7 +223,7 @@ class Harness:
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
-        snapshot = handle.snapshot(xs, lean)
+        snapshot = handle.snapshot(xs)
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
         out = self.call(self.model, xs)
@@ -235,7 +235,10 @@ class Harness:
         desc = self._describe(out, in_ptrs, self.device)
         if "error" not in desc:
             desc["tensors"] = handle.contiguous(desc["tensors"])
-        changed = handle.changed(xs, snapshot, lean)
+        changed = handle.changed(xs, snapshot)
+        del snapshot
+        if lean and self.device.startswith("cuda"):
+            torch.cuda.empty_cache()             # the snapshot's blocks: the judge's runs come next
         if "error" in desc:
             return desc
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
