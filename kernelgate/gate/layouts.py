@@ -8,7 +8,7 @@ import random
 
 import torch
 
-LAYOUTS = (0, 1, 2)              # the layout trials (relayout): column-major, a secret order, with gaps
+LAYOUTS = (0, 1, 2, 4)           # the layout trials (relayout): column-major, a secret order, with gaps, shifted
 
 
 def memory_orders(rank: int) -> list[tuple[int, ...]]:
@@ -39,6 +39,8 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
         return _padded(x, seed)
     if which == 3:
         return _outer_gaps(x, seed)
+    if which == 4:
+        return _shifted(x, seed)
     if sum(1 for n in x.shape if n > 1) < 2:
         return None
     orders = memory_orders(x.dim())
@@ -90,5 +92,19 @@ def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     pitch, off = inner + r.randint(1, 3), r.randint(1, 7)
     flat = torch.zeros(off + n0 * pitch, dtype=x.dtype, device=x.device)
     y = flat[off:].view(n0, pitch)[:, :inner].view(x.shape)
+    y.copy_(x.detach())
+    return y
+
+
+def _shifted(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """The same values, contiguous, at a storage offset of 1 to 7 elements (a view into a larger buffer, as
+    `buf[k:].view(shape)` or a slice along the outermost dim gives): a kernel taking the storage's start for the
+    data's (`untyped_storage().data_ptr()`, `as_strided(..., 0)`) is wrong here and nowhere else (red team 29).
+    None for an empty tensor."""
+    if x.numel() == 0:
+        return None
+    off = random.Random(seed * 65537 + x.dim()).randint(1, 7)
+    flat = torch.zeros(off + x.numel(), dtype=x.dtype, device=x.device)
+    y = flat[off:].view(x.shape)
     y.copy_(x.detach())
     return y

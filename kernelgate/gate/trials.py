@@ -177,7 +177,7 @@ class Prober:
                     torch.full_like(b, 1234.5, device=self.oracle.device)
             dev = [x.to(self.oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
             with torch.no_grad():      # compared where the runs are kept (the host in the lean memory plan)
-                again = [o.to(self.oracle.home) if isinstance(o, torch.Tensor) else o
+                again = [self.oracle.homed(o) if isinstance(o, torch.Tensor) else o
                          for o in as_list(self.oracle.model(*dev))]
             del dev
         except Exception:  # noqa: BLE001
@@ -285,6 +285,10 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     # a third: inputs with gaps in memory (a padded buffer's valid region), where another main trial is left
     rest = [i for i in rest if i != layout_at2]
     layout_at3 = r.choice(rest) if rest and task.contract.layouts else -1
+    rest = [i for i in rest if i != layout_at3]
+    # a fourth: contiguous inputs at a storage offset (a view into a larger buffer, red team 29)
+    layout_at4 = r.choice(rest) if rest and task.contract.layouts else -1
+    zeros_at = r.choice(others) if others else -1          # exact zeros in the float inputs
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -296,7 +300,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
                 break
             pr.loaded = None
             trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
-                                else 2 if t == layout_at3 else None)
+                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == zeros_at)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
             else:
@@ -306,7 +310,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
-                half: list[str], layout: int | None = None) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+                half: list[str], layout: int | None = None,
+                zeros: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
     xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
@@ -339,6 +344,8 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
             xs = merged(xs, widened, keys)
             notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
         xs = _vary_scalars(pr, r, xs, state, notes)
+    if zeros:
+        xs = _with_zeros(task, pr, r, xs, state, notes)
     if layout is not None:
         xs = _other_layout(task, xs, notes, layout)
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
@@ -358,6 +365,29 @@ def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
             if pr.ok(merged(xs, changed, kept + [i]), state, (xs, state)):
                 kept.append(i)
     return kept
+
+
+def _with_zeros(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
+                notes: list[str]) -> list[Any]:
+    """Every `step`-th element (2 to 5, from a random start) of each float input set to exactly 0.0, where the
+    contract's domain holds 0 and the reference accepts it (no new NaN/Inf: a log or a division is left alone).
+    Continuous draws never hit 0, yet ReLU outputs, padding and masks are full of it, and a formula with a
+    removable singularity there (sin(pi x) / (pi x) for sinc) is wrong only there (red team 29)."""
+    changed = {}
+    for i, x in enumerate(xs):
+        d = task.contract.domain_of(i)
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1) or \
+                (d is not None and not d.low <= 0.0 <= d.high):
+            continue
+        y = torch.clone(x, memory_format=torch.contiguous_format)
+        step = r.randint(2, 5)
+        y.view(-1)[r.randrange(step)::step] = 0.0
+        changed[i] = y
+    keys = most_accepted(pr, xs, state, changed) if changed else []
+    if keys:
+        notes.append("exact zeros in inputs " + ", ".join(str(i) for i in keys))
+        return merged(xs, changed, keys)
+    return xs
 
 
 def merged(xs: list[Any], changed: dict[int, Any], keys: list[int]) -> list[Any]:
@@ -478,7 +508,9 @@ def _other_layout(task, xs: list[Any], notes: list[str], which: int = 0) -> list
         notes.append("no other input layout the reference accepts")
         return xs
     ys = relaid(task, xs, keys, which)
-    notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, ys[i].stride()))}]" for i in keys))
+    notes.append(f"{LAYOUT}: " + " ".join(f"input {i} strides [{' '.join(map(str, ys[i].stride()))}]"
+                                          + (f" offset {ys[i].storage_offset()}" if ys[i].storage_offset() else "")
+                                          for i in keys))
     return ys
 
 

@@ -110,8 +110,20 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
     return model
 
 
-def load(model: torch.nn.Module, state: dict, device: str) -> None:
+def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False) -> None:
+    """`state` into the model (strict). `quiet`: written through each tensor's `.data`, as weight averaging,
+    clipping and EMA updates do, so no version counter moves: a cache of derived weights keyed on versions
+    (red team 29) answers stale, where a module's own `load_state_dict` hooks allow (else as usual)."""
     target = getattr(model, "_orig_mod", model)
+    if quiet:
+        named = dict(target.named_parameters(remove_duplicate=False))
+        named.update(target.named_buffers(remove_duplicate=False))
+        own = target.state_dict()
+        if set(own) == set(state) and all(k in named and named[k].shape == state[k].shape for k in state):
+            with torch.no_grad():
+                for k, v in state.items():
+                    named[k].data.copy_(v.to(device))
+            return
     try:
         target.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
     except Exception as e:  # noqa: BLE001

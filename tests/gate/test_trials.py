@@ -336,16 +336,21 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
 
 def test_one_trial_gives_the_inputs_in_another_layout(write):
     """Red team 21: every trial's inputs were contiguous. One main trial has the same kind of values in
-    another memory layout (none with `layouts = false`); the edits never anchor on it. A 2-dim input has two:
-    column-major, and (red team 25) row-major with gaps between its rows."""
+    another memory layout (none with `layouts = false`); the edits never anchor on it. A 2-dim input has three:
+    column-major, (red team 25) row-major with gaps between its rows, and (red team 29) contiguous at a storage
+    offset."""
     t = _task(write, SCALED)
     for seed in range(6):
         trials = _trials(t, seed)
         other = [tr for tr in trials if trials_mod.LAYOUT in tr.name]
-        assert len(other) == 2 and not any(o.inputs[0].is_contiguous() for o in other), [tr.name for tr in trials]
-        x0, x1 = sorted((o.inputs[0] for o in other), key=lambda x: x.stride(0))
+        strided = [o for o in other if not o.inputs[0].is_contiguous()]
+        shifted = [o.inputs[0] for o in other if o.inputs[0].is_contiguous()]
+        assert len(other) == 3 and len(strided) == 2, [tr.name for tr in trials]
+        assert len(shifted) == 1 and 1 <= shifted[0].storage_offset() <= 7
+        x0, x1 = sorted((o.inputs[0] for o in strided), key=lambda x: x.stride(0))
         assert x0.stride(0) == 1 and x1.stride(1) == 1 and x1.stride(0) > x1.shape[1]    # the order; the gaps
-        assert all(tr.inputs[0].is_contiguous() for tr in trials if all(tr is not o for o in other))
+        assert all(tr.inputs[0].is_contiguous() and not tr.inputs[0].storage_offset()
+                   for tr in trials if all(tr is not o for o in other))
     t.contract = Contract(layouts=False)
     assert not any(trials_mod.LAYOUT in tr.name for tr in _trials(t))
 
@@ -354,7 +359,8 @@ def test_the_gap_trial_has_gaps_in_every_dim_and_an_offset(write):
     """Red teams 25, 27: inputs with gaps in memory, in every dim (not only the last: a pitched-rows kernel),
     starting past the buffer's first element (a kernel ignoring storage_offset)."""
     t = _task(write, SCALED.replace("torch.randn(16, 12)", "torch.randn(4, 6, 16, 12)"))
-    gap = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and tr.inputs[0].storage_offset()]
+    gap = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and not tr.inputs[0].is_contiguous()
+           and tr.inputs[0].storage_offset()]
     assert len(gap) == 1, [tr.name for tr in _trials(t)]
     x = gap[0].inputs[0]
     dense = [x.shape[3], x.shape[2] * x.stride(2), x.shape[1] * x.stride(1)]
@@ -366,10 +372,22 @@ def test_a_reference_flattening_by_view_gets_gaps_between_outer_entries(write):
     non-contiguous; gaps between the outer entries at an offset, which `.view` over the inner dims takes."""
     t = _task(write, SCALED.replace("return x * alpha + k", "return x.view(x.shape[0], -1) * alpha + k")
                .replace("torch.randn(16, 12)", "torch.randn(8, 4, 6)"))
-    other = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name]
-    assert len(other) == 1 and not other[0].inputs[0].is_contiguous(), [tr.name for tr in _trials(t)]
+    other = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and not tr.inputs[0].is_contiguous()]
+    assert len(other) == 1, [tr.name for tr in _trials(t)]
     x = other[0].inputs[0]
     assert x.storage_offset() > 0 and x.stride()[1:] == (6, 1) and x.stride(0) > 24
+
+
+def test_one_trial_has_exact_zeros_where_the_reference_takes_them(write):
+    """Red team 29: no float input ever held an exact 0 (sin(pi x)/(pi x) for sinc was accepted). One main trial
+    sets every few elements to 0.0; not where the reference turns 0 into NaN/Inf (a log)."""
+    for seed in range(4):
+        zeros = [tr for tr in _trials(_task(write, SCALED), seed) if "exact zeros" in tr.name]
+        assert len(zeros) == 1
+        x = zeros[0].inputs[0]
+        assert int((x == 0).sum()) >= x.numel() // 5
+    logs = _task(write, SCALED.replace("return x * alpha + k", "return torch.log(x.abs()) * alpha + k"))
+    assert not any("exact zeros" in tr.name for tr in _trials(logs))
 
 
 def test_tensors_in_a_container_the_gate_cannot_reach_are_a_task_error(write):

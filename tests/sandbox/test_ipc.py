@@ -44,12 +44,29 @@ def test_what_does_not_fit_and_non_contiguous_tensors_stay_inline():
 
 
 @pytest.mark.parametrize("ref", [[1 << 40, 16, "float32", [4]], [0, 16, "float32", [5]], [3, 16, "float32", [4]],
-                                 [0, 16, "not_a_dtype", [4]], [0, 16, "Tensor", [4]], "junk", [0, -4, "float32", [-1]]])
+                                 [0, 16, "not_a_dtype", [4]], [0, 16, "Tensor", [4]], "junk", [0, -4, "float32", [-1]],
+                                 [0, 16, "float32", [4], 1 << 20], [0, 16, "float32", [4], -1],
+                                 [0, 16, "float32", [4], 1, 2]])
 def test_malformed_references_from_an_untrusted_reply_are_refused(ref):
     region = wire.Bulk.create(1 << 20)
     try:
         with pytest.raises(ValueError):
             wire.unpack({"out": {"__kg_bulk__": ref}}, region)
+    finally:
+        region.unlink()
+
+
+def test_a_contiguous_view_keeps_its_storage_offset_through_a_region():
+    """Red team 29: the layout trial of contiguous inputs at a storage offset reached the worker at offset 0."""
+    region = wire.Bulk.create(1 << 22)
+    try:
+        x = torch.randn(300_000)
+        buf = torch.zeros(5 + x.numel())
+        view = buf[5:]
+        view.copy_(x)
+        back = wire.unpack(wire.pack({"x": view, "y": x}, region), region)
+        assert back["x"].storage_offset() == 5 and back["x"].is_contiguous() and torch.equal(back["x"], x)
+        assert back["y"].storage_offset() == 0 and torch.equal(back["y"], x)
     finally:
         region.unlink()
 
