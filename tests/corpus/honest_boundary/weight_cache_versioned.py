@@ -1,8 +1,9 @@
-"""Honest, unusual: a Python-level cache of a tensor derived from the parameters, refreshed correctly.
+"""Once taken for honest: a Python-level cache of a tensor derived from the parameters, keyed on versions.
 
 Keeps the transposed, contiguous weight (for addmm) between calls, keyed on the weight's version
 counter, address, dtype and device: load_state_dict (every perturbed-parameter trial) copies into the
-parameter in place, which bumps its version, so the cache is rebuilt exactly when the weight changed."""
+parameter in place, which bumps its version; a write through `.data` does not, and the cache goes stale
+(red team 29: the gate now writes every other trial's parameters so, and rejects this)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
