@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from kernelgate import hostmem  # noqa: E402
 from kernelgate.sandbox import ipc  # noqa: E402
 from kernelgate.versions import conditions  # noqa: E402
 
@@ -54,6 +55,7 @@ def main() -> None:
         print(json.dumps(r), flush=True)
 
     row("pageable, fresh each time", timed(lambda: dev.to("cpu")), None)
+    row("pageable, fresh, pages touched first (hostmem.to_host)", timed(lambda: hostmem.to_host(dev)), None)
     host = dev.to("cpu")
     row("pageable, reused", timed(lambda: host.copy_(dev)), timed(lambda: host.to("cuda")))
     del host

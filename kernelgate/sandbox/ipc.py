@@ -297,4 +297,4 @@ def _read(ref: Any, bulk: Bulk | None, device: str) -> torch.Tensor:
         return base[shift:].view(shape).copy_(view)
     if device.startswith("cuda"):
         return view.to(device, copy=True)
-    return hostmem.host_empty(shape, dtype).copy_(view)     # page-locked where a GPU is in use: no page faults
+    return hostmem.host_empty(shape, dtype).copy_(view)
