@@ -127,3 +127,30 @@ def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results
     t = torch.arange(6.0).reshape(2, 3).t()                       # non-contiguous: converted whole
     assert torch.equal(oracle_mod.to_fp64(t, "cpu"), t.double())
     assert oracle_mod.to_fp64(torch.arange(4), "cpu").dtype == torch.int64
+
+
+def test_lean_admission_runs_on_the_device_and_again_through_the_host_when_out_of_memory(monkeypatch):
+    """The lean plan's admission keeps its trials on the device (the judge is the only process then); out of
+    device memory, it is done again through the host, and the oracle's home is the host's after either."""
+    import types
+
+    import torch
+
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Check
+    seen = []
+
+    def admit(oracle, trials):
+        seen.append((oracle.home, trials))
+        if len(seen) == 1:
+            raise torch.cuda.OutOfMemoryError("out of memory")
+        return Check("task admission", True, "ok")
+    monkeypatch.setattr(task_mod.admission, "admit", admit)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    oracle = types.SimpleNamespace(home="cpu")
+    adm = task_mod._admit(oracle, lambda home: f"trials at {home}", "cuda", "cpu")
+    assert adm.ok and seen == [("cuda", "trials at cuda"), ("cpu", "trials at cpu")] and oracle.home == "cpu"
+    seen.clear()
+    seen.append(None)                                            # no failure this time
+    assert task_mod._admit(oracle, lambda home: home, "cuda", "cpu").ok and seen[1] == ("cuda", "cuda")
+    assert oracle.home == "cpu"
