@@ -288,7 +288,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     rest = [i for i in rest if i != layout_at3]
     # a fourth: contiguous inputs at a storage offset (a view into a larger buffer, red team 29)
     layout_at4 = r.choice(rest) if rest and task.contract.layouts else -1
-    zeros_at = r.choice(others) if others else -1          # exact zeros in the float inputs
+    # exact zeros in the float inputs, on a trial with negated parameters (a short plan keeps its plain trial)
+    zeros_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:

@@ -56,7 +56,8 @@ def kind(name: str) -> str:
     """A check's kind: trial numbers and distributions dropped ("trial 3 (heavy, perturbed params)" ->
     "trial (perturbed params)")."""
     if name.startswith("trial ") and "(" in name and name != judge_mod.REDUCED_PLAN:
-        notes = [n for n in name[name.index("(") + 1:-1].split(", ") if n not in workload.TRIAL_KINDS]
+        notes = [re.sub(r" offset \d+$", "", n) for n in name[name.index("(") + 1:-1].split(", ")
+                 if n not in workload.TRIAL_KINDS]       # an offset is a layout's, not a kind of its own
         return "trial (" + ", ".join(sorted(re.sub(r"\d+", "N", n) for n in notes)) + ")"
     return re.sub(r"\d+", "N", name)
 
