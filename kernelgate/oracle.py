@@ -357,15 +357,25 @@ class Oracle:
         return self.home != self.device
 
 
+#: elements per step of `bit_equal` (its masks are a slice's, not a 6 GiB output's)
+EQUAL_CHUNK = 1 << 24
+
+
 def bit_equal(a: Any, b: Any) -> bool:
-    """Same dtype, shape and bits (NaN equals NaN)."""
+    """Same dtype, shape and values (NaN equals NaN), a slice at a time, each slice of `b` moved to `a`'s device
+    (the lean memory plan keeps one on the host)."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return a == b
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return torch.equal(a, b)
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for i in range(0, fa.numel(), EQUAL_CHUNK):
+        x, y = fa[i:i + EQUAL_CHUNK], fb[i:i + EQUAL_CHUNK].to(a.device)
+        same = bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()) if a.is_floating_point() \
+            else torch.equal(x, y)
+        if not same:
+            return False
+    return True
 
 
 def reduce_k_of(oracle: Any, k: int) -> int:

@@ -288,7 +288,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     rest = [i for i in rest if i != layout_at3]
     # a fourth: contiguous inputs at a storage offset (a view into a larger buffer, red team 29)
     layout_at4 = r.choice(rest) if rest and task.contract.layouts else -1
-    # exact zeros in the float inputs, on a trial with negated parameters (a short plan keeps its plain trial)
+    # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
+    # trial)
     zeros_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
     try:
         for t in range(n + 1):
@@ -368,26 +369,45 @@ def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
     return kept
 
 
+#: the exact values of the special-values trial, cycled: zeros of both signs, halves (rounding ties), integers.
+#: Not subnormals: GPU kernels flush them to zero as a matter of course.
+SPECIALS = (0.0, -0.0, 0.5, -1.5, 2.5, 1.0, -2.0, 3.0)
+
+
 def _with_zeros(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                 notes: list[str]) -> list[Any]:
-    """Every `step`-th element (2 to 5, from a random start) of each float input set to exactly 0.0, where the
-    contract's domain holds 0 and the reference accepts it (no new NaN/Inf: a log or a division is left alone).
-    Continuous draws never hit 0, yet ReLU outputs, padding and masks are full of it, and a formula with a
-    removable singularity there (sin(pi x) / (pi x) for sinc) is wrong only there (red team 29)."""
-    changed = {}
+    """Every `step`-th element (2 to 5, from a random start) of each float input set to an exact special value
+    (SPECIALS, cycled), where the contract's domain holds them and the reference accepts them (no new NaN/Inf);
+    an input refused so gets exact zeros alone. Continuous draws never hit these, yet ReLU outputs, padding and
+    masks are full of zeros: a formula with a removable singularity at 0 (sin(pi x) / (pi x) for sinc, red team
+    29), rounding half up where the reference rounds half to even, a sign bit read as x < 0 (-0.0), an integer
+    test read as x != 0 (red team 30) are wrong only there."""
+    changed: dict[int, Any] = {}
+    zeros: dict[int, Any] = {}
     for i, x in enumerate(xs):
         d = task.contract.domain_of(i)
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1) or \
-                (d is not None and not d.low <= 0.0 <= d.high):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
             continue
+        vals = [v for v in SPECIALS if d is None or d.low <= v <= d.high]
+        if not vals:
+            continue
+        step, start = r.randint(2, 5), r.randrange(2)
         y = torch.clone(x, memory_format=torch.contiguous_format)
-        step = r.randint(2, 5)
-        y.view(-1)[r.randrange(step)::step] = 0.0
+        z = y.clone() if 0.0 in vals else None
+        order = vals[:]
+        r.shuffle(order)
+        for j, v in enumerate(order):            # strided fills: no index tensor the size of the input
+            y.view(-1)[start + j * step::step * len(order)] = v
         changed[i] = y
+        if z is not None:
+            z.view(-1)[start::step] = 0.0
+            zeros[i] = z
     keys = most_accepted(pr, xs, state, changed) if changed else []
-    if keys:
-        notes.append("exact zeros in inputs " + ", ".join(str(i) for i in keys))
-        return merged(xs, changed, keys)
+    rest = {i: z for i, z in zeros.items() if i not in keys}
+    more = most_accepted(pr, merged(xs, changed, keys), state, rest) if rest else []
+    if keys or more:
+        notes.append("exact special values in inputs " + ", ".join(str(i) for i in sorted(keys + more)))
+        return merged(merged(xs, changed, keys), rest, more)
     return xs
 
 

@@ -111,23 +111,21 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
 
 
 def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False) -> None:
-    """`state` into the model (strict). `quiet`: written through each tensor's `.data`, as weight averaging,
-    clipping and EMA updates do, so no version counter moves: a cache of derived weights keyed on versions
-    (red team 29) answers stale, where a module's own `load_state_dict` hooks allow (else as usual)."""
+    """`state` into the model (strict). `quiet`: afterwards every parameter and buffer of the module gets back
+    the version counter it had before, as if written through `.data` (weight averaging, clipping and EMA updates
+    write so): a cache of derived weights keyed on versions (red team 29) answers stale. The module's own
+    conversions (load hooks) run as in any load, and nothing of the candidate's decides whether the versions
+    go back (red team 30: a quiet path that consulted the candidate's `state_dict()` was switched off by it)."""
     target = getattr(model, "_orig_mod", model)
-    if quiet:
-        named = dict(target.named_parameters(remove_duplicate=False))
-        named.update(target.named_buffers(remove_duplicate=False))
-        own = target.state_dict()
-        if set(own) == set(state) and all(k in named and named[k].shape == state[k].shape for k in state):
-            with torch.no_grad():
-                for k, v in state.items():
-                    named[k].data.copy_(v.to(device))
-            return
+    own = [t for _, t in torch.nn.Module.named_parameters(target, remove_duplicate=False)] + \
+        [t for _, t in torch.nn.Module.named_buffers(target, remove_duplicate=False)] if quiet else []
+    versions = tuple(t._version for t in own)
     try:
         target.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
     except Exception as e:  # noqa: BLE001
         raise BuildFailure(f"load_state_dict(strict=True) failed: {_first_line(e)}") from None
+    if own:
+        torch._C._autograd._unsafe_set_version_counter(tuple(own), versions)
 
 
 def profile(model: torch.nn.Module, xs: list, device: str, warmup: int, iters: int, marker: str) -> str:

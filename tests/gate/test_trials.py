@@ -378,16 +378,21 @@ def test_a_reference_flattening_by_view_gets_gaps_between_outer_entries(write):
     assert x.storage_offset() > 0 and x.stride()[1:] == (6, 1) and x.stride(0) > 24
 
 
-def test_one_trial_has_exact_zeros_where_the_reference_takes_them(write):
-    """Red team 29: no float input ever held an exact 0 (sin(pi x)/(pi x) for sinc was accepted). One main trial
-    sets every few elements to 0.0; not where the reference turns 0 into NaN/Inf (a log)."""
+def test_one_trial_has_exact_special_values_where_the_reference_takes_them(write):
+    """Red teams 29, 30: no float input ever held an exact 0 (sin(pi x)/(pi x) for sinc was accepted), a -0.0,
+    a rounding tie or an integer. One main trial sets every few elements to such values; where the reference
+    turns some into NaN/Inf, zeros alone; not even those where it turns 0 into NaN/Inf (a log)."""
     for seed in range(4):
-        zeros = [tr for tr in _trials(_task(write, SCALED), seed) if "exact zeros" in tr.name]
-        assert len(zeros) == 1
-        x = zeros[0].inputs[0]
-        assert int((x == 0).sum()) >= x.numel() // 5
+        special = [tr for tr in _trials(_task(write, SCALED), seed) if "exact special values" in tr.name]
+        assert len(special) == 1
+        x = special[0].inputs[0]
+        assert {0.0, 0.5, -1.5, 2.5, 1.0, -2.0, 3.0} <= set(x.reshape(-1).tolist())
+        assert bool(torch.signbit(x[x == 0]).any()) and not bool(torch.signbit(x[x == 0]).all())
+    pole = _task(write, SCALED.replace("return x * alpha + k", "return 1.0 / (x - 0.5) * alpha + k"))
+    x = next(tr.inputs[0] for tr in _trials(pole) if "exact special values" in tr.name)
+    assert int((x == 0).sum()) >= x.numel() // 5 and not bool((x == 0.5).any())
     logs = _task(write, SCALED.replace("return x * alpha + k", "return torch.log(x.abs()) * alpha + k"))
-    assert not any("exact zeros" in tr.name for tr in _trials(logs))
+    assert not any("exact special values" in tr.name for tr in _trials(logs))
 
 
 def test_tensors_in_a_container_the_gate_cannot_reach_are_a_task_error(write):
