@@ -125,7 +125,17 @@ def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False) 
     except Exception as e:  # noqa: BLE001
         raise BuildFailure(f"load_state_dict(strict=True) failed: {_first_line(e)}") from None
     if own:
-        torch._C._autograd._unsafe_set_version_counter(tuple(own), versions)
+        _set_versions(own, versions)
+
+
+def _set_versions(ts: list[torch.Tensor], versions: tuple[int, ...]) -> None:
+    """Version counters set back (torch takes tuples of tensors and versions; older releases one of each)."""
+    setter = torch._C._autograd._unsafe_set_version_counter
+    try:
+        setter(tuple(ts), versions)
+    except TypeError:
+        for t, v in zip(ts, versions):
+            setter(t, v)
 
 
 def profile(model: torch.nn.Module, xs: list, device: str, warmup: int, iters: int, marker: str) -> str:
