@@ -174,6 +174,8 @@ def _check_config(cfg: GateConfig) -> None:
     """Nonsense settings are usage errors (exit 2), never a verdict."""
     if cfg.trials < 1:
         raise KernelgateError(f"trials must be at least 1, got {cfg.trials}", Reason.USAGE)
+    if cfg.soak_ms < 0:
+        raise KernelgateError(f"soak_ms must not be negative, got {cfg.soak_ms:g}", Reason.USAGE)
     if not cfg.call_timeout > 0 or not cfg.build_timeout > 0:
         raise KernelgateError(f"timeouts must be positive, got call {cfg.call_timeout:g} s, build "
                               f"{cfg.build_timeout:g} s", Reason.USAGE)

@@ -37,6 +37,7 @@ class GateConfig:
     call_timeout: float = 120.0      # one forward, or one timed batch
     recheck_iters: int = 6           # timed iterations whose outputs may be re-checked in verify
     rechecks: int = 3                # outputs re-checked after verify's timed batch
+    soak_ms: float = 1000.0          # calls before that batch for a secret 20-100% of this (0: one call)
     recheck_rate: float = 0.5        # in bench/optimize: chance that a candidate's batch gets one output re-checked
     output_limit: int = 4 << 20      # bytes a candidate may print
     memory_limit: int | None = None  # address-space limit for CPU workers (bytes)

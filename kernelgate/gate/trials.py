@@ -291,6 +291,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
     zeros_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
+    # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
+    wide_at = flip_at[-1] if flip_at else -1
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -302,7 +304,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
                 break
             pr.loaded = None
             trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
-                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == zeros_at)
+                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == zeros_at,
+                                t == wide_at)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
             else:
@@ -312,8 +315,8 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
-                half: list[str], layout: int | None = None,
-                zeros: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+                half: list[str], layout: int | None = None, zeros: bool = False,
+                wide: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
     xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
@@ -338,6 +341,8 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
                     state = flipped
                     notes.append(f"{len(attempt)} of {len(pr.params)} parameter tensors negated")
                     break
+        if wide and pr.params:
+            state = _far_params(pr, r, xs, state, notes)
     if kind != "given":
         widened = {i: d.draw(xs[i], g) for i, d in pr.domains().items()
                    if i < len(xs) and isinstance(xs[i], torch.Tensor) and xs[i].numel()}
@@ -367,6 +372,31 @@ def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
             if pr.ok(merged(xs, changed, kept + [i]), state, (xs, state)):
                 kept.append(i)
     return kept
+
+
+def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
+                notes: list[str]) -> dict[str, torch.Tensor]:
+    """The float parameters far from where perturbation keeps them (within about 2x of their initial values):
+    scaled by a secret factor in [5, 30] with every 3rd to 5th element exactly 0 (pruned weights), else zeros
+    alone, else the scaling alone, where the reference takes it (no new NaN/Inf). A candidate clamping its
+    weights to a range fixed at build time (a quantizer's scale) or making NaN where a weight is 0 was right in
+    every trial (red team 31)."""
+    factor = r.uniform(5.0, 30.0)
+    step, start = r.randint(3, 5), r.randrange(3)
+    scaled, zeroed, both = dict(state), dict(state), dict(state)
+    for k in pr.params:
+        t = torch.clone(state[k], memory_format=torch.contiguous_format)
+        scaled[k] = t * factor
+        z = t.clone()
+        z.view(-1)[start::step] = 0.0
+        zeroed[k] = z
+        both[k] = z * factor
+    for changed, what in ((both, f"x{factor:.2f}; 1 in {step} elements 0"), (zeroed, f"1 in {step} elements 0"),
+                          (scaled, f"x{factor:.2f}")):
+        if pr.ok(xs, changed, (xs, state)):
+            notes.append(f"parameters far off ({what})")
+            return changed
+    return state
 
 
 #: the exact values of the special-values trial, cycled: zeros of both signs, halves (rounding ties), integers.
