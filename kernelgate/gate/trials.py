@@ -31,7 +31,7 @@ from .. import workload
 from ..oracle import as_list, bit_equal
 from ..structure import structured
 from .layouts import relayout
-from . import correctness
+from . import correctness, values
 
 log = logging.getLogger(__name__)
 
@@ -376,62 +376,20 @@ def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
 
 def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                 notes: list[str]) -> dict[str, torch.Tensor]:
-    """The float parameters far from where perturbation keeps them (within about 2x of their initial values):
-    scaled by a secret factor in [5, 30] with every 3rd to 5th element exactly 0 (pruned weights), else zeros
-    alone, else the scaling alone, where the reference takes it (no new NaN/Inf). A candidate clamping its
-    weights to a range fixed at build time (a quantizer's scale) or making NaN where a weight is 0 was right in
-    every trial (red team 31)."""
-    factor = r.uniform(5.0, 30.0)
-    step, start = r.randint(3, 5), r.randrange(3)
-    scaled, zeroed, both = dict(state), dict(state), dict(state)
-    for k in pr.params:
-        t = torch.clone(state[k], memory_format=torch.contiguous_format)
-        scaled[k] = t * factor
-        z = t.clone()
-        z.view(-1)[start::step] = 0.0
-        zeroed[k] = z
-        both[k] = z * factor
-    for changed, what in ((both, f"x{factor:.2f}; 1 in {step} elements 0"), (zeroed, f"1 in {step} elements 0"),
-                          (scaled, f"x{factor:.2f}")):
+    """The float parameters far off (values.far_params), the first variant the reference takes without new
+    NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight)."""
+    for changed, what in values.far_params(state, pr.params, r):
         if pr.ok(xs, changed, (xs, state)):
             notes.append(f"parameters far off ({what})")
             return changed
     return state
 
 
-#: the exact values of the special-values trial, cycled: zeros of both signs, halves (rounding ties), integers.
-#: Not subnormals: GPU kernels flush them to zero as a matter of course.
-SPECIALS = (0.0, -0.0, 0.5, -1.5, 2.5, 1.0, -2.0, 3.0)
-
-
 def _with_zeros(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                 notes: list[str]) -> list[Any]:
-    """Every `step`-th element (2 to 5, from a random start) of each float input set to an exact special value
-    (SPECIALS, cycled), where the contract's domain holds them and the reference accepts them (no new NaN/Inf);
-    an input refused so gets exact zeros alone. Continuous draws never hit these, yet ReLU outputs, padding and
-    masks are full of zeros: a formula with a removable singularity at 0 (sin(pi x) / (pi x) for sinc, red team
-    29), rounding half up where the reference rounds half to even, a sign bit read as x < 0 (-0.0), an integer
-    test read as x != 0 (red team 30) are wrong only there."""
-    changed: dict[int, Any] = {}
-    zeros: dict[int, Any] = {}
-    for i, x in enumerate(xs):
-        d = task.contract.domain_of(i)
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
-            continue
-        vals = [v for v in SPECIALS if d is None or d.low <= v <= d.high]
-        if not vals:
-            continue
-        step, start = r.randint(2, 5), r.randrange(2)
-        y = torch.clone(x, memory_format=torch.contiguous_format)
-        z = y.clone() if 0.0 in vals else None
-        order = vals[:]
-        r.shuffle(order)
-        for j, v in enumerate(order):            # strided fills: no index tensor the size of the input
-            y.view(-1)[start + j * step::step * len(order)] = v
-        changed[i] = y
-        if z is not None:
-            z.view(-1)[start::step] = 0.0
-            zeros[i] = z
+    """Exact special values in the float inputs (values.special_inputs) where the reference takes them (no new
+    NaN/Inf); an input refused so gets exact zeros alone (red teams 29, 30)."""
+    changed, zeros = values.special_inputs(xs, task.contract, r)
     keys = most_accepted(pr, xs, state, changed) if changed else []
     rest = {i: z for i, z in zeros.items() if i not in keys}
     more = most_accepted(pr, merged(xs, changed, keys), state, rest) if rest else []

@@ -157,7 +157,8 @@ def get_init_inputs():
 @pytest.mark.slow
 def test_a_positive_parameter_is_negative_in_some_trial(write, tmp_path):
     trials = _trials(_task(write, SCALE))
-    assert any(t.state is not None and bool((t.state["scale"] < 0).all()) for t in trials)
+    assert any(t.state is not None and bool((t.state["scale"] <= 0).all() and (t.state["scale"] < 0).any())
+               for t in trials)                    # negated (the far-off trial zeroes some elements too)
     assert any(t.state is not None and bool((t.state["bias"] < 0).any()) for t in trials)
     cheat = """
 class ModelNew(nn.Module):
@@ -393,6 +394,16 @@ def test_one_trial_has_exact_special_values_where_the_reference_takes_them(write
     assert int((x == 0).sum()) >= x.numel() // 5 and not bool((x == 0.5).any())
     logs = _task(write, SCALED.replace("return x * alpha + k", "return torch.log(x.abs()) * alpha + k"))
     assert not any("exact special values" in tr.name for tr in _trials(logs))
+
+
+def test_one_trial_takes_the_parameters_far_off(write):
+    """Red team 31: parameters stayed within about 2x of their initial values and were never 0, so a weight clamp
+    at the init scale and NaN at a zero weight were accepted. One trial scales them 5-30x with some exact 0."""
+    t = _task(write, SCALE)
+    far = [tr for tr in _trials(t) if "parameters far off" in tr.name]
+    assert len(far) == 1, [tr.name for tr in _trials(t)]
+    w = far[0].state["scale"]
+    assert bool((w == 0).any()) and float(w.abs().max()) > 4 * float(t.oracle.state0["scale"].abs().max())
 
 
 def test_tensors_in_a_container_the_gate_cannot_reach_are_a_task_error(write):

@@ -1,0 +1,60 @@
+"""Values the trials put where draws never go (gate/trials.py): exact special values in the float inputs, and
+parameters far from their initial values. Pure functions of the inputs or parameters and the plan's random
+stream; which the reference takes is the trials' call."""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+#: the exact values of the special-values trial, cycled: zeros of both signs, halves (rounding ties), integers.
+#: Not subnormals: GPU kernels flush them to zero as a matter of course.
+SPECIALS = (0.0, -0.0, 0.5, -1.5, 2.5, 1.0, -2.0, 3.0)
+
+
+def special_inputs(xs: list[Any], contract: Any, r: random.Random) -> tuple[dict[int, Any], dict[int, Any]]:
+    """({input: copy with every 2nd-5th element, from a random start, an exact special value (SPECIALS, those the
+    contract's domain holds, cycled in a random order)}, {input: copy with those elements exactly 0 instead}).
+    Continuous draws never hit these, yet ReLU outputs, padding and masks are full of zeros: a removable
+    singularity at 0 (sin(pi x) / (pi x) for sinc), rounding half up where the reference rounds half to even,
+    a sign bit read as x < 0 (-0.0), an integer test read as x != 0 are wrong only there."""
+    changed: dict[int, Any] = {}
+    zeros: dict[int, Any] = {}
+    for i, x in enumerate(xs):
+        d = contract.domain_of(i)
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
+            continue
+        vals = [v for v in SPECIALS if d is None or d.low <= v <= d.high]
+        if not vals:
+            continue
+        step, start = r.randint(2, 5), r.randrange(2)
+        y = torch.clone(x, memory_format=torch.contiguous_format)
+        z = y.clone() if 0.0 in vals else None
+        r.shuffle(vals)
+        for j, v in enumerate(vals):              # strided fills: no index tensor the size of the input
+            y.view(-1)[start + j * step::step * len(vals)] = v
+        changed[i] = y
+        if z is not None:
+            z.view(-1)[start::step] = 0.0
+            zeros[i] = z
+    return changed, zeros
+
+
+def far_params(state: dict[str, torch.Tensor], keys: list[str],
+               r: random.Random) -> list[tuple[dict[str, torch.Tensor], str]]:
+    """Parameter sets far from where perturbation keeps them (within about 2x of their initial values), in the
+    order to try: the float parameters `keys` scaled by a secret factor in [5, 30] with 1 in 3-5 elements exactly
+    0 (pruned weights), the zeros alone, the scaling alone; each with a note."""
+    factor = r.uniform(5.0, 30.0)
+    step, start = r.randint(3, 5), r.randrange(3)
+    scaled, zeroed, both = dict(state), dict(state), dict(state)
+    for k in keys:
+        t = torch.clone(state[k], memory_format=torch.contiguous_format)
+        scaled[k] = t * factor
+        z = t.clone()
+        z.view(-1)[start::step] = 0.0
+        zeroed[k] = z
+        both[k] = z * factor
+    return [(both, f"x{factor:.2f}; 1 in {step} elements 0"), (zeroed, f"1 in {step} elements 0"),
+            (scaled, f"x{factor:.2f}")]
