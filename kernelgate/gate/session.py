@@ -295,7 +295,7 @@ class Session:
         t = self.task
         loads = 0
         for trial in iter_trials(t, seed, main_count(t, self.cfg.trials)):      # one trial's data held at a time
-            if trial.state is not None:       # every other load through `.data` (no version moves: jobs.load)
+            if trial.state is not None:       # every other load sets the versions back, as a `.data` write (jobs.load)
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 2 == 1}, self.cfg.call_timeout,
                              "load_state_dict")
                 loads += 1

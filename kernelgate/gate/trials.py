@@ -290,7 +290,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     layout_at4 = r.choice(rest) if rest and task.contract.layouts else -1
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
-    zeros_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
+    specials_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
     # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
     wide_at = flip_at[-1] if flip_at else -1
     try:
@@ -304,7 +304,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
                 break
             pr.loaded = None
             trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
-                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == zeros_at,
+                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == specials_at,
                                 t == wide_at)
             if t == anchor:
                 yield from _edit_trials(task, pr, g, r, trial, t) or [trial]
@@ -315,7 +315,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
 
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
-                half: list[str], layout: int | None = None, zeros: bool = False,
+                half: list[str], layout: int | None = None, specials: bool = False,
                 wide: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
@@ -351,8 +351,8 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
             xs = merged(xs, widened, keys)
             notes.append("integer inputs " + ", ".join(str(i) for i in keys) + " widened")
         xs = _vary_scalars(pr, r, xs, state, notes)
-    if zeros:
-        xs = _with_zeros(task, pr, r, xs, state, notes)
+    if specials:
+        xs = _with_specials(task, pr, r, xs, state, notes)
     if layout is not None:
         xs = _other_layout(task, xs, notes, layout)
     return f"trial {t + 1} ({', '.join([kind] + notes)})", xs, state
@@ -385,7 +385,7 @@ def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, to
     return state
 
 
-def _with_zeros(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
+def _with_specials(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                 notes: list[str]) -> list[Any]:
     """Exact special values in the float inputs (values.special_inputs) where the reference takes them (no new
     NaN/Inf); an input refused so gets exact zeros alone (red teams 29, 30)."""

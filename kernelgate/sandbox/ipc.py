@@ -290,11 +290,10 @@ def _read(ref: Any, bulk: Bulk | None, device: str) -> torch.Tensor:
             or math.prod(shape) * dtype.itemsize != n):
         raise ValueError(f"shared-memory reference out of bounds: {ref!r}")
     view = bulk.buf[start:start + n].view(dtype).view(shape)
-    if device.startswith("cuda"):
+    gpu = device.startswith("cuda")
+    if gpu:
         bulk.for_gpu()
     if shift:             # a contiguous view into a larger buffer (the layout trial that shifts inputs) stays one
         base = torch.empty(shift + view.numel(), dtype=dtype, device=device)
         return base[shift:].view(shape).copy_(view)
-    if device.startswith("cuda"):
-        return view.to(device, copy=True)
-    return hostmem.host_empty(shape, dtype).copy_(view)
+    return view.to(device, copy=True) if gpu else hostmem.host_empty(shape, dtype).copy_(view)
