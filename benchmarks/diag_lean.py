@@ -30,6 +30,7 @@ from kernelgate.gate.judge import judge_session, prepare
 from kernelgate.records import Contract
 path, memory, target = sys.argv[1], sys.argv[2], sys.argv[3]
 T0 = time.monotonic()
+print(f"KGT0 {T0!r}", file=sys.stderr, flush=True)
 def traced(owner, name, label):     # each call's start and end on stderr (kept when the child is killed)
     import functools, torch
     f = getattr(owner, name)
@@ -47,14 +48,15 @@ def traced(owner, name, label):     # each call's start and end on stderr (kept 
             print(f"[{time.monotonic() - T0:7.2f}s] < {label} {time.monotonic() - t:.2f}s{used}", file=sys.stderr, flush=True)
     setattr(owner, name, wrapper)
 import kernelgate.gate.admission, kernelgate.gate.judge, kernelgate.gate.memory, kernelgate.gate.session, kernelgate.gate.task
-import kernelgate.oracle, kernelgate.gate.correctness, kernelgate.gate.checks, kernelgate.sandbox.ipc
+import kernelgate.oracle, kernelgate.gate.trials, kernelgate.gate.correctness, kernelgate.gate.checks, kernelgate.sandbox.ipc
 g = kernelgate.gate
 for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor", "timing_pool")), (g.admission, ("admit",)),
                      (workload, ("widen", "perturb")), (g.judge, ("_timed_recheck",)),
                      (kernelgate.oracle.Oracle, ("run", "probe", "run_as")),
                      (g.correctness, ("error_stats", "derive")), (g.checks.Comparator, ("expected",)),
                      (kernelgate.sandbox.ipc, ("pack", "unpack")),
-                     (g.session.Session, ("call", "check_outputs", "build", "settle"))]:
+                     (g.session.Session, ("call", "check_outputs", "build", "settle", "release", "recheck")),
+                     (kernelgate.gate.trials.Prober, ("ok", "nonfinite_ok"))]:
     for name in names:
         traced(owner, name, f"{getattr(owner, '__name__', '').split('.')[-1]}.{name}")
 spec = workload.Spec.parse(path, workload.REFERENCE_CLASS, None)
@@ -146,7 +148,11 @@ def main() -> None:
                 got = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
                 out, err = "", got + f"\nkilled after {args.timeout:.0f} s"
         line = next((ln for ln in out.splitlines() if ln.startswith("KGLEAN ")), None)
-        row["trace"] = [ln for ln in err.splitlines() if ln.startswith("[")][-120:]
+        trace = [ln for ln in err.splitlines() if ln.startswith("[")]
+        row["trace"] = trace if len(trace) <= 400 else trace[:250] + ["..."] + trace[-150:]
+        t0_child = next((float(ln.split()[1]) for ln in err.splitlines() if ln.startswith("KGT0 ")), None)
+        if cuda and t0_child is not None and s.top_at:
+            row["peak_at_s"] = round(s.top_at - t0_child, 2)     # on the trace's clock
         row.update(json.loads(line[7:]) if line else {"error": err[-800:]})
         row["wall_s"] = time.monotonic() - t0
         row["gate_peak_bytes"] = s.peak if cuda else None
@@ -156,10 +162,11 @@ def main() -> None:
         Path(args.out).write_text(json.dumps({"command": "python benchmarks/diag_lean.py DEV_DIR " + " ".join(
             f"--only {g}" for g in args.only) + f" --memory {args.memory} --target {args.target}", "conditions": conditions(args.target),
             "rows": rows}, indent=1))
-    print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6}  phases / verdict")
+    print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6} {'peak at':>8}  phases / verdict")
     for r in rows:
         print(f"{r['problem'][:44]:44} {r.get('prepare_s', 0):7.1f} {r.get('judge_s', 0):8.1f} "
-              f"{(r['ratio'] or 0):6.2f}  {r.get('judge_phases')} {str(r.get('verdict', r.get('error')))[:120]}")
+              f"{(r['ratio'] or 0):6.2f} {r.get('peak_at_s', 0):8.1f}  {r.get('judge_phases')} "
+              f"{str(r.get('verdict', r.get('error')))[:120]}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Which lower-precision runs are permitted decides the tolerance (see gate/correct
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Any
@@ -225,6 +226,7 @@ class Oracle:
         self.ref, self.home, self.contract = ref, device, contract
         self.device = compute or device
         self.own = own
+        self.lean = self.home != self.device      # the lean memory plan: the cache goes back after every run
         self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
         self.model64 = None if own else copy.deepcopy(self.model).to(torch.float64)
@@ -247,10 +249,24 @@ class Oracle:
         first: 6.1 GB/s against 1.2 GB/s into untouched pageable memory)."""
         return hostmem.to_host(t) if self.home == "cpu" else t.to(self.home)
 
-    def _done(self) -> None:
-        """Computing away from home: the device's cached blocks go back once the outputs are home."""
-        if self.home != self.device and self.device.startswith("cuda"):
+    def give_back(self) -> None:
+        """In the lean memory plan the device's cached blocks go back after each run (the outputs are home, or
+        kept on the device by `on_device` while a worker holds nothing): what the gate holds is what it uses."""
+        if (self.lean or self.home != self.device) and self.device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+    @contextlib.contextmanager
+    def on_device(self):
+        """Runs keep their outputs on the compute device for the block (the lean memory plan's task admission and
+        judged trials, each run while no worker holds a call's data: gate/memory.py); home again after it, the
+        device's cache given back."""
+        home = self.home
+        self.home = self.device
+        try:
+            yield self
+        finally:
+            self.home = home
+            self.give_back()
 
     def probe(self, xs: list[Any]) -> list[torch.Tensor]:
         """First run: record the ops used, check outputs are tensors, detect randomness in forward."""
@@ -269,7 +285,7 @@ class Oracle:
         except Exception as e:  # noqa: BLE001
             raise KernelgateError(f"the reference's forward failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
         del dev
-        self._done()
+        self.give_back()
         self.ops = rec.ops
         if self.own:                         # its reductions run inside kernels no recorder sees: the term at its cap
             ks = [OPAQUE_K] * len(ks)
@@ -317,14 +333,24 @@ class Oracle:
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
         out = self._call(model, upcast(dev, dtype))
         del dev
-        self._done()
+        self.give_back()
         return out
 
     def run(self, xs: list[Any]) -> Runs:
-        """The task-dtype run, the permitted ones and the fp64 oracle's, on the compute device. Computing away
-        from home (the lean memory plan), the task-dtype inputs are dropped before the fp64 ones are made from
-        home a chunk at a time: the oracle's run holds the fp64 inputs and activations alone (about twice the
-        forward's own peak), not those plus a task-dtype copy."""
+        """The fp64 oracle's run, then the task-dtype run and the permitted ones, on the compute device. The fp64
+        run comes first and alone: its inputs are made a chunk at a time where `xs` are not on the device (no
+        task-dtype copy beside them) and dropped before the task-dtype inputs are placed, so the device holds at
+        most the fp64 inputs and activations beside `xs` (about twice the forward's own peak, 2.5x with `xs` on
+        the device), not those plus the task-dtype run's."""
+        oracle = None
+        if not self.own:
+            if self.placed(xs):
+                dev64 = upcast(xs)
+            else:
+                dev64 = [to_fp64(x, self.device) for x in xs]
+            oracle = self._call(self.model64, dev64)
+            del dev64
+            self.give_back()
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
         task = self._call(self.model, dev)
         permitted: dict[str, list[torch.Tensor]] = {"task dtype": task}
@@ -340,16 +366,14 @@ class Oracle:
         if self.own:
             oracle = [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
                       for t in task]
-        elif self.away:
-            del dev
-            self._done()
-            dev = [to_fp64(x, self.device) for x in xs]
-            oracle = self._call(self.model64, dev)
-        else:
-            oracle = self._call(self.model64, upcast(dev))
         del dev
-        self._done()
+        self.give_back()
         return Runs(oracle, task, permitted)
+
+    def placed(self, xs: list[Any]) -> bool:
+        """Every tensor of `xs` is on the compute device (else the fp64 run's inputs are made a chunk at a time)."""
+        kind = torch.device(self.device).type
+        return all(x.device.type == kind for x in xs if isinstance(x, torch.Tensor))
 
     @property
     def away(self) -> bool:

@@ -7,9 +7,10 @@ the trials' inputs and the re-checked outputs on the device; every worker with a
 runs out of memory. The lean plan keeps the gate's peak within `BOUND` times the reference forward's own
 peak (its inputs, outputs, activations and parameters), all processes together:
 
-- the judge keeps inputs, the fp64 oracle and the outputs it compares on the host (outputs come back
-  through shared memory, as always); it touches the device only to rebuild a timed iteration's inputs
-  bit for bit (same device type, same operations) while every worker is released;
+- the judge keeps inputs and its probes' results on the host (outputs come back through shared memory,
+  as always); task admission and each judged trial keep the fp64 oracle's outputs on the device, a judged
+  trial's only after the worker has given its memory back (gate/session.py `judging`); it rebuilds a timed
+  iteration's inputs bit for bit (same device type, same operations) while every worker is released;
 - timed batches draw from one pool entry, and after each batch (its re-check and the harness's own
   measurement included) the worker gives back its inputs, outputs and the allocator's cache
   (`release`): one implementation holds a task's worth of memory at a time, the others their
@@ -110,6 +111,7 @@ class Sampler:
     def __init__(self, device: str, every: float = 0.02):
         self.device, self.every = torch.device(device), every
         self.base = self.top = 0
+        self.top_at = 0.0               # time.monotonic() of the largest sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -125,7 +127,9 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.top = max(self.top, self._used())
+            used = self._used()
+            if used > self.top:
+                self.top, self.top_at = used, time.monotonic()
             time.sleep(self.every)
 
     def __exit__(self, *exc: Any) -> None:

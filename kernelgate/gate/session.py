@@ -204,13 +204,18 @@ class Session:
         shapes = [t.given] + [workload.resize(t.inputs(0), v.inputs, v.dim, size,
                                               torch.Generator().manual_seed(0))
                               for v in t.contract.vary for size in v.sizes]
-        for xs in shapes:
+        lean = t.lean and t.device.startswith("cuda")     # the worker gives its memory back between calls: the
+        for xs in shapes:                                  # judge probes the layouts on the device in between
             self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
+            if lean:
+                self.release()
         for which in LAYOUTS:               # the layout trials' strides: a compiler recompiles for them now
             keys = layout_keys(t, which)
             if keys:
                 self.request({"op": "call", "inputs": relaid(t, t.given, keys, which), "settle": True},
                              self.cfg.call_timeout, "forward (inputs in another memory layout)")
+                if lean:
+                    self.release()
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:
@@ -301,12 +306,30 @@ class Session:
                 loads += 1
                 t.oracle.load(trial.state)
             reply = self.call(trial.inputs)                  # candidate first, then the reference
-            runs = t.oracle.run(trial.inputs)
-            detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
+            with self.judging():
+                runs = t.oracle.run(trial.inputs)
+                detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
+                del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
-            del trial, reply, runs
+            del trial, reply
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    @contextlib.contextmanager
+    def judging(self, release: bool = True):
+        """Around the reference's runs on one call's inputs and their comparison. In the lean memory plan on a GPU
+        the worker gives its memory back first (the call's outputs are at the judge's, in shared memory) and the
+        oracle's outputs stay on the device for the block: the judge's run is then the only one holding data on
+        the device (the fp64 run: about twice the forward's own peak), and no trial's outputs cross to the host
+        and back (on the H200, 10-65 s a trial of a 6 GiB task through pageable host copies)."""
+        t = self.task
+        if not (t.lean and t.device.startswith("cuda")):
+            yield
+            return
+        if release and self.worker.proc is not None:
+            self.release()
+        with t.oracle.on_device():
+            yield
 
     def pause(self) -> None:
         """Freeze the worker (while another implementation is timed); a no-op before it started."""
@@ -402,12 +425,14 @@ class Session:
             if digest.digests(xs) != list(in_digests) and not t.contract.inplace:
                 self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the inputs of timed iteration {it} were "
                           "modified by the candidate; declare inplace = true in the contract if intended")
-            runs = t.oracle.run(xs)
-            for c, e in zip(tensors, t.comparator.expected(runs)):
-                chk = e.check(c, "re-check")          # of another dtype or shape than the reference's: fails
-                if not chk.ok:
-                    self.fail(Reason.RECHECK, "timed-loop re-check",
-                              f"output of timed iteration {it} is wrong: {chk.detail}")
+            with self.judging(release=False):       # released above
+                runs = t.oracle.run(xs)
+                for c, e in zip(tensors, t.comparator.expected(runs)):
+                    chk = e.check(c, "re-check")          # of another dtype or shape than the reference's: fails
+                    if not chk.ok:
+                        self.fail(Reason.RECHECK, "timed-loop re-check",
+                                  f"output of timed iteration {it} is wrong: {chk.detail}")
+                del runs
         self.rechecked += len(picks)
 
     def check_threads(self) -> None:

@@ -161,14 +161,9 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     shape = structure.shape_of(raw)            # tensors inside lists, tuples, dicts: the gate sees the leaves
     contract = flat_contract(contract, shape, len(raw))
     flat = _flat(raw, shape)
-    for i, x in enumerate(raw):
-        kind = structure.hidden(x) if shape is None or shape[i] is None else next(
-            (k for y in structure.flatten([x], [shape[i]]) for k in [structure.hidden(y)] if k), None)
-        if kind:
-            raise KernelgateError(f"input {i} holds tensors inside a {kind}, which the gate cannot vary: pass them "
-                                  "as separate arguments or in a plain list, tuple or dict", Reason.TASK_LOAD)
+    _no_hidden(raw, shape)
     given = _placed(flat, device, device_home)
-    del raw
+    del raw, flat                              # the device's copies (lean: `given` is on the host)
     own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
     oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own)   # on the device, kept at home
     out = oracle.probe(given)
@@ -178,7 +173,9 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
         for kind in ("given", "normal", "wide"):
             xs = inputs_at(ref, int(torch.randint(1 << 30, (1,), generator=rng)), device, home,
                            lambda xs, kind=kind: workload.widen(xs, kind, rng, contract), shape)
-            yield xs, oracle.run(xs)
+            runs = oracle.run(xs)
+            yield xs, runs
+            del xs, runs        # before the next trial's are made (admission dropped its own references)
     t_adm = time.monotonic()
     adm = _admit(oracle, trials, device, device_home)
     if own:
@@ -188,10 +185,21 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
                 mplan, time.monotonic() - t_adm, shape)
 
 
+def _no_hidden(raw: list[Any], shape: Any) -> None:
+    """Refuse inputs holding tensors the gate cannot see as leaves (a function of its own: no loop variable of
+    prepare's keeps a device input alive through task admission)."""
+    for i, x in enumerate(raw):
+        kind = structure.hidden(x) if shape is None or shape[i] is None else next(
+            (k for y in structure.flatten([x], [shape[i]]) for k in [structure.hidden(y)] if k), None)
+        if kind:
+            raise KernelgateError(f"input {i} holds tensors inside a {kind}, which the gate cannot vary: pass them "
+                                  "as separate arguments or in a plain list, tuple or dict", Reason.TASK_LOAD)
+
+
 def _admit(oracle: Oracle, trials: Callable[[str], Any], device: str, home: str) -> Check:
     """Task admission. In the lean memory plan its trials keep their data on the device all the same: the judge
     is the only process of the gate then, and one trial's inputs, runs and mutant stay within the plan's bound
-    (about 3x the forward at the fp64 run, gate/memory.py); through the host they took 139 s of a 6 GiB task's
+    (about 2.5x the forward at the fp64 run, gate/memory.py); through the host they took 139 s of a 6 GiB task's
     prepare on the H200, every output moved at pageable speeds. Out of device memory, it is done again through
     the host."""
     if home == device or not device.startswith("cuda"):

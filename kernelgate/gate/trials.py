@@ -116,6 +116,10 @@ class Prober:
                 return [o.detach() if isinstance(o, torch.Tensor) else o for o in as_list(model(*dev))]
         except Exception:  # noqa: BLE001 - a rejected trial
             return None
+        finally:
+            give_back = getattr(self.oracle, "give_back", None)
+            if give_back is not None:   # the lean memory plan: the inputs' and activations' blocks go back
+                give_back()
 
     def ok(self, xs: list[Any], state: dict[str, torch.Tensor],
            base: tuple[list[Any], dict[str, torch.Tensor]] | None = None) -> bool:
@@ -125,6 +129,7 @@ class Prober:
         if outs is None:
             return False
         masks = _nonfinite(outs)
+        del outs                      # the masks only: a probe holds one run's outputs at a time
         if not any(m is not None and bool(m.any()) for m in masks):
             return True
         if base is None:
@@ -132,7 +137,9 @@ class Prober:
         before = self.run(*base)
         if before is None:
             return False
-        for m, b in zip(masks, _nonfinite(before)):
+        before_masks = _nonfinite(before)
+        del before
+        for m, b in zip(masks, before_masks):
             if m is None or not bool(m.any()):
                 continue
             if b is None or b.shape != m.shape or bool((m & ~b).any()):

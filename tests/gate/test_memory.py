@@ -102,8 +102,9 @@ def test_lean_plan_on_the_gpu_computes_there_and_keeps_data_on_the_host(write, t
 
 
 def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results(write, monkeypatch):
-    """Computing away from home (the lean plan), the oracle's fp64 inputs are converted a chunk at a time
-    after the task-dtype copy is dropped; its outputs are bit for bit those of the plain path."""
+    """Inputs away from the compute device (the lean plan keeps them on the host), the oracle's fp64 inputs are
+    converted a chunk at a time, before any task-dtype copy is placed; its outputs are bit for bit those of the
+    plain path."""
     import torch
 
     from kernelgate import oracle as oracle_mod
@@ -118,7 +119,7 @@ def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results
     made = []
     real = oracle_mod.to_fp64
     monkeypatch.setattr(oracle_mod, "to_fp64", lambda x, d: made.append(x) or real(x, d))
-    monkeypatch.setattr(oracle_mod.Oracle, "away", property(lambda self: True))
+    monkeypatch.setattr(oracle_mod.Oracle, "placed", lambda self, xs: False)
     away = o.run(xs)
     assert len(made) == 1 and made[0] is xs[0]
     assert all(torch.equal(a, b) for a, b in zip(plain.oracle, away.oracle))
@@ -154,3 +155,87 @@ def test_lean_admission_runs_on_the_device_and_again_through_the_host_when_out_o
     seen.append(None)                                            # no failure this time
     assert task_mod._admit(oracle, lambda home: home, "cuda", "cpu").ok and seen[1] == ("cuda", "cuda")
     assert oracle.home == "cpu"
+
+
+def test_lean_trials_judge_on_the_device_with_the_worker_released(write):
+    """In the lean plan on a GPU, the reference's runs on a call's inputs keep their outputs on the device, and
+    the worker gives its memory back first (the judge's run is then the only one holding data there); home
+    again afterwards, also when the check rejects. Elsewhere nothing changes."""
+    import types
+
+    from kernelgate import oracle as oracle_mod
+    from kernelgate.gate.session import Session
+    from kernelgate.records import Contract
+    from kernelgate.workload import Spec, load_reference
+    o = oracle_mod.Oracle(load_reference(Spec(write("ref.py", REF), "Model")), "cpu", Contract())
+    o.device = "cuda"                            # computes on a GPU, keeps its data on the host (not run here)
+    released = []
+    fake = types.SimpleNamespace(task=types.SimpleNamespace(lean=True, device="cuda", oracle=o),
+                                 worker=types.SimpleNamespace(proc=object()), release=lambda: released.append(1))
+    with Session.judging(fake):
+        assert o.home == "cuda" and released == [1]
+    assert o.home == "cpu"
+    try:
+        with Session.judging(fake, release=False):
+            assert o.home == "cuda"
+            raise RuntimeError("rejected")
+    except RuntimeError:
+        pass
+    assert o.home == "cpu" and released == [1]
+    fake.task.lean = False                       # the default plan: as before
+    with Session.judging(fake):
+        assert o.home == "cpu"
+    assert released == [1]
+
+
+def test_probes_keep_masks_not_outputs(write):
+    """A probe of the reference keeps the non-finite masks of one run at a time, not its outputs, and gives the
+    device's cache back after every run (the lean plan probes between a worker's calls)."""
+    import torch
+
+    from kernelgate.gate import trials as trials_mod
+    given = []
+
+    class Oracle:
+        device, ops, state0 = "cpu", set(), {}
+        model = staticmethod(lambda x: x * 2)
+
+        def load(self, state):
+            pass
+
+        def give_back(self):
+            given.append(1)
+    pr = trials_mod.Prober.__new__(trials_mod.Prober)
+    pr.oracle, pr.risky, pr.loaded = Oracle(), False, None
+    assert pr.ok([torch.ones(3)], {}) and given == [1]
+    assert not pr.ok([torch.tensor([1.0, float("nan")])], {}) and given == [1, 1]
+    assert pr.ok([torch.tensor([1.0, float("nan")])], {}, ([torch.tensor([2.0, float("nan")])], {}))
+    assert len(given) == 4
+
+
+def test_admission_holds_one_trial_at_a_time(write):
+    """When task admission's next trial is made, nothing of the previous one is alive (its inputs, oracle and
+    task-dtype outputs, the tolerances built from them): on a GPU those are the bound's budget."""
+    import gc
+    import weakref
+
+    from kernelgate import oracle as oracle_mod
+    from kernelgate.gate import admission
+    from kernelgate.records import Contract
+    from kernelgate.workload import Spec, load_reference
+    ref = load_reference(Spec(write("ref.py", REF), "Model"))
+    o = oracle_mod.Oracle(ref, "cpu", Contract())
+    o.probe(ref.inputs(0))
+    earlier, alive = [], []
+
+    def trials():
+        for seed in (1, 2, 3):
+            gc.collect()
+            alive.append([w() is not None for w in earlier])
+            xs = ref.inputs(seed)
+            runs = o.run(xs)
+            earlier[:] = [weakref.ref(t) for t in (*xs, *runs.oracle, *runs.task)]
+            yield xs, runs
+            del xs, runs
+    assert admission.admit(o, trials()).ok
+    assert alive[0] == [] and not any(alive[1]) and not any(alive[2]), alive
