@@ -170,6 +170,22 @@ class _RecordOps(TorchDispatchMode):
         return [bool(self.rounded.get(o, False)) if isinstance(o, torch.Tensor) else False for o in outs]
 
 
+def shared_outputs(outs: list[Any]) -> list[bool]:
+    """Per output: its storage overlaps an earlier output's (`return y, y`); a candidate may share memory between
+    outputs only where the reference does (gate/checks.py Outputs)."""
+    spans: list[tuple[int, int]] = []
+    shared = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or not o.numel() or o.is_meta:
+            shared.append(False)
+            continue
+        st = o.untyped_storage()
+        lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
+        shared.append(any(lo < b and a < hi for a, b in spans))
+        spans.append((lo, hi))
+    return shared
+
+
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
     return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
 
@@ -237,6 +253,7 @@ class Oracle:
             if fmt in contract.precision:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
         self.single = True
+        self.shared: list[bool] = []             # per output: shares memory with an earlier output
         self.reduce_ks: list[int] = []
         self.rounded: list[bool] = []            # per output: a rounding op on its way (judged in grid steps)
 
@@ -277,6 +294,7 @@ class Oracle:
             with torch.no_grad(), rec:
                 raw = self.model(*dev)
             ks, rounded = rec.of(as_list(raw)), rec.rounded_of(as_list(raw))
+            self.shared = shared_outputs(as_list(raw))
             self.single = not isinstance(raw, (tuple, list))
             first = [self.homed(o.detach()) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
             del raw

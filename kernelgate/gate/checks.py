@@ -141,6 +141,7 @@ class Outputs:
     device: str
     strides: bool = True
     inplace: bool = False
+    shared: tuple[bool, ...] = ()       # per output: shares memory with an earlier output in the reference's
 
     def described(self, single: Any, metas: Any, refs: list[torch.Tensor], name: str) -> Problem | None:
         """The worker's description of one call's outputs against the reference's outputs on the same shapes."""
@@ -161,6 +162,12 @@ class Outputs:
             if meta.get("aliased") and not self.inplace:
                 return Problem(Reason.ALIASING, "no aliasing", f"{label} shares memory with an input ({name}); "
                                "declare inplace = true in the contract if intended")
+            shares = meta.get("shares")
+            if shares is not None and not (k < len(self.shared) and self.shared[k]):
+                # red team 32: `return y, y` for the reference's `y, y.clone()`: a caller's in-place edit of one
+                # output changes the other
+                return Problem(Reason.ALIASING, "no aliasing", f"{label} shares memory with output {shares}, "
+                               f"which the reference's outputs do not ({name})")
         return None
 
     def kind(self, tensors: Any, name: str) -> Problem | None:

@@ -89,7 +89,8 @@ class Task:
     @property
     def outputs(self) -> checks.Outputs:
         """What every call's outputs must look like (structure, dtype, shape, device, layout, aliasing)."""
-        return checks.Outputs(self.oracle.single, self.device, self.contract.strides, self.contract.inplace)
+        return checks.Outputs(self.oracle.single, self.device, self.contract.strides, self.contract.inplace,
+                              tuple(getattr(self.oracle, "shared", ())))
 
     @property
     def hash(self) -> str:

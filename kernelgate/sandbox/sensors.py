@@ -177,7 +177,7 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
                 f"{'tuple' if isinstance(out, tuple) else 'list'}); expected a tensor, or a plain tuple or list of tensors"}
     single = type(out) not in _CONTAINERS
     outs = [out] if single else list(out)
-    meta, tensors = [], []
+    meta, tensors, spans = [], [], []
     for k, o in enumerate(outs):
         if type(o) is not torch.Tensor:
             kind = type(o).__name__ if not isinstance(o, torch.Tensor) else f"tensor subclass {type(o).__name__}"
@@ -185,7 +185,9 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
         if o.layout != torch.strided or o.is_meta:
             return {"error": "output_type", "message": f"output {k} has layout {o.layout}; expected strided with storage"}
         aliased = _overlaps(o, in_ptrs)
+        shares = next((j for j, span in enumerate(spans) if span is not None and _overlaps(o, [span])), None)
+        spans.append(_storages([o])[0] if o.numel() else None)
         meta.append({"dtype": str(o.dtype), "shape": list(o.shape), "stride": list(o.stride()),
-                     "device": str(o.device), "aliased": aliased})
+                     "device": str(o.device), "aliased": aliased, "shares": shares})
         tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
     return {"single": single, "meta": meta, "tensors": tensors}

@@ -86,6 +86,24 @@ def test_described_outputs():
     assert rules.described(True, [{**meta, "shape": [4, 1]}], ref, "t").reason is Reason.SHAPE
 
 
+def test_outputs_share_memory_only_where_the_reference_s_do():
+    """`return y, y` for the reference's `y, y.clone()` (red team 32): a caller's in-place edit of one output
+    would change the other. Allowed where the reference's outputs share memory too."""
+    from kernelgate.oracle import shared_outputs
+    from kernelgate.sandbox.sensors import describe_output
+    y = torch.zeros(4, 3)
+    ref = [y, y.clone()]
+    assert shared_outputs(ref) == [False, False] and shared_outputs([y, y]) == [False, True]
+    assert shared_outputs([y, y[1:]]) == [False, True] and shared_outputs([y, torch.zeros(0)]) == [False, False]
+    desc = describe_output((y, y), [], "cpu")
+    assert [m["shares"] for m in desc["meta"]] == [None, 0]
+    assert [m["shares"] for m in describe_output((y, y.clone()), [], "cpu")["meta"]] == [None, None]
+    rules = checks.Outputs(single=False, device="cpu", shared=(False, False))
+    assert rules.described(False, desc["meta"], ref, "t").reason is Reason.ALIASING
+    assert checks.Outputs(single=False, device="cpu", shared=(False, True)).described(False, desc["meta"], ref,
+                                                                                     "t") is None
+
+
 def test_handed_tensors_are_checked_whatever_the_description_said():
     rules = checks.Outputs(single=True, device="cpu")
     ref = [torch.zeros(4, 3)]
