@@ -71,8 +71,10 @@ class Prober:
         if self.risky:
             self.cpu = self._cpu_copy()
         keys = set(o.state0)
-        self.params = sorted({k for k, p in o.model.named_parameters(remove_duplicate=False)
-                              if k in keys and p.is_floating_point() and p.numel()})
+        # the float parameters and buffers the state dict holds: negated and taken far off like parameters (red
+        # team 32: running statistics clamped to their init range were accepted when only parameters were)
+        named = [*o.model.named_parameters(remove_duplicate=False), *o.model.named_buffers(remove_duplicate=False)]
+        self.params = sorted({k for k, p in named if k in keys and p.is_floating_point() and p.numel()})
         self.int_buffers = any(not v.is_floating_point() and not v.is_complex() and v.numel() for v in o.state0.values())
         self._domains: dict[int, workload.IntDomain] | None = None
 
