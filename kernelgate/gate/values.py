@@ -18,7 +18,9 @@ def special_inputs(xs: list[Any], contract: Any, r: random.Random) -> tuple[dict
     contract's domain holds, cycled in a random order)}, {input: copy with those elements exactly 0 instead}).
     Continuous draws never hit these, yet ReLU outputs, padding and masks are full of zeros: a removable
     singularity at 0 (sin(pi x) / (pi x) for sinc), rounding half up where the reference rounds half to even,
-    a sign bit read as x < 0 (-0.0), an integer test read as x != 0 are wrong only there."""
+    a sign bit read as x < 0 (-0.0), an integer test read as x != 0 are wrong only there. An input of two or more
+    dimensions also gets one whole entry of its first dimension exactly 0 in both (a padding sample: red team
+    32's L2 normalisation without its eps clamp is NaN only on an all-zero row)."""
     changed: dict[int, Any] = {}
     zeros: dict[int, Any] = {}
     for i, x in enumerate(xs):
@@ -38,6 +40,10 @@ def special_inputs(xs: list[Any], contract: Any, r: random.Random) -> tuple[dict
         if z is not None:
             z.view(-1)[start::step] = 0.0
             zeros[i] = z
+            if x.dim() >= 2 and x.shape[0] > 1:
+                k = r.randrange(x.shape[0])
+                y[k] = 0.0
+                z[k] = 0.0
     return changed, zeros
 
 

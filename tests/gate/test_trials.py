@@ -389,6 +389,7 @@ def test_one_trial_has_exact_special_values_where_the_reference_takes_them(write
         x = special[0].inputs[0]
         assert {0.0, 0.5, -1.5, 2.5, 1.0, -2.0, 3.0} <= set(x.reshape(-1).tolist())
         assert bool(torch.signbit(x[x == 0]).any()) and not bool(torch.signbit(x[x == 0]).all())
+        assert any(bool((row == 0).all()) for row in x)             # a zero sample: red team 32
     pole = _task(write, SCALED.replace("return x * alpha + k", "return 1.0 / (x - 0.5) * alpha + k"))
     x = next(tr.inputs[0] for tr in _trials(pole) if "exact special values" in tr.name)
     assert int((x == 0).sum()) >= x.numel() // 5 and not bool((x == 0.5).any())
