@@ -23,7 +23,7 @@ from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
 from .layouts import LAYOUTS
-from .trials import LAYOUT, iter_trials, layout_keys, main_count, relaid
+from .trials import FAR, LAYOUT, iter_trials, layout_keys, main_count, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -69,7 +69,7 @@ class Batch:
     commits: list                        # per iteration: [output digests, input digests after the call]
 
 
-#: the float bounds in a layout trial, times the normal ones (checks.Expected.tol)
+#: the float bounds in a layout trial and in the far-off parameters trial, times the normal ones (checks.Expected.tol)
 LAYOUT_SLACK = 2.0
 
 
@@ -278,9 +278,11 @@ class Session:
         worst = ""
         nonfinite = correctness.NONFINITE_TRIAL in name
         for k, (c, e) in enumerate(zip(out["tensors"], t.comparator.expected(runs))):
-            if LAYOUT in name and e.tol is not None and not e.tol.exact:
+            if (LAYOUT in name or FAR in name) and e.tol is not None and not e.tol.exact:
                 # another layout allows another order of summation (a compiler picks another reduction for
-                # strided reads: an honest torch.compile erred 1.4x the bound there): the bound doubled
+                # strided reads: an honest torch.compile erred 1.4x the bound there): the bound doubled; so do
+                # parameters scaled 4-8x, where an honest reformulation's error grows with the conditioning
+                # (softmax as exp(y - logsumexp(y)) after a LayerNorm erred 1.0x the bound, 1 verify in 6)
                 e = replace(e, tol=replace(e.tol, max_abs=LAYOUT_SLACK * e.tol.max_abs,
                                            mean_abs=LAYOUT_SLACK * e.tol.mean_abs, fro_rel=LAYOUT_SLACK * e.tol.fro_rel))
             chk = e.check(c, name, nonfinite_inputs=nonfinite)

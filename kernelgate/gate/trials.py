@@ -45,6 +45,7 @@ NONFINITE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: in the name of a trial whose inputs are in another memory layout: its outputs' strides are free (a
 #: layout-preserving op's output follows its input's, the reference's or not)
 LAYOUT = "other layout"
+FAR = "parameters far off"          # in the name of the trial whose parameters are far off (_far_params)
 
 
 def _tensors(xs: list[Any]) -> list[torch.Tensor]:
@@ -391,7 +392,7 @@ def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, to
     NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight)."""
     for changed, what in values.far_params(state, pr.params, r):
         if pr.ok(xs, changed, (xs, state)):
-            notes.append(f"parameters far off ({what})")
+            notes.append(f"{FAR} ({what})")
             return changed
     return state
 
