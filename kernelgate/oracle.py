@@ -24,6 +24,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from . import hostmem
 from .errors import KernelgateError
 from .records import Contract, Reason
+from .sandbox.sensors import describe_output
 from .languages import kernel_languages
 from .structure import structured
 from .workload import Reference
@@ -171,19 +172,11 @@ class _RecordOps(TorchDispatchMode):
 
 
 def shared_outputs(outs: list[Any]) -> list[bool]:
-    """Per output: its storage overlaps an earlier output's (`return y, y`); a candidate may share memory between
-    outputs only where the reference does (gate/checks.py Outputs)."""
-    spans: list[tuple[int, int]] = []
-    shared = []
-    for o in outs:
-        if not isinstance(o, torch.Tensor) or not o.numel() or o.is_meta:
-            shared.append(False)
-            continue
-        st = o.untyped_storage()
-        lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
-        shared.append(any(lo < b and a < hi for a, b in spans))
-        spans.append((lo, hi))
-    return shared
+    """Per output: its storage overlaps an earlier output's (`return y, y`), as the worker describes a candidate's
+    outputs (sandbox/sensors.py); a candidate may share memory between outputs only where the reference does
+    (gate/checks.py Outputs)."""
+    meta = describe_output(tuple(outs), [], "cpu").get("meta") or [{}] * len(outs)
+    return [m.get("shares") is not None for m in meta]
 
 
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
@@ -269,7 +262,7 @@ class Oracle:
     def give_back(self) -> None:
         """In the lean memory plan the device's cached blocks go back after each run (the outputs are home, or
         kept on the device by `on_device` while a worker holds nothing): what the gate holds is what it uses."""
-        if (self.lean or self.home != self.device) and self.device.startswith("cuda"):
+        if self.lean and self.device.startswith("cuda"):
             torch.cuda.empty_cache()
 
     @contextlib.contextmanager
