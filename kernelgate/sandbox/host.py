@@ -495,19 +495,29 @@ class Worker:
 
     def _pack(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Large tensors into the judge->worker region (grown as needed); name both regions in the message."""
-        need = ipc.bulk_bytes(msg)
+        need = ipc.bulk_bytes(msg, strided=True)
         if need and (self._in is None or self._in.size < need):
             if self._in is not None:
                 self._in.close()
             self._in = ipc.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
-        if self.reply_capacity and (self._out is None or self._out.size < self.reply_capacity):
+        wants = self._out is not None or msg.get("op") in ipc.BULK_REPLIES
+        if self.reply_capacity and wants and (self._out is None or self._out.size < self.reply_capacity):
             if self._out is not None:
                 self._out.close()
             self._out = ipc.Bulk.create(self.reply_capacity)
-        packed = ipc.pack(msg, self._in) if need else dict(msg)
+        packed = ipc.pack(msg, self._in, strided=True) if need else dict(msg)
         packed["_bulk"] = [self._in.ident, self._in.size] if self._in else None
         packed["_reply_bulk"] = [self._out.ident, self._out.size] if self._out else None
         return packed
+
+    def shed(self) -> None:
+        """Drop both shared regions on this side (the lean memory plan, after the worker released its own
+        mappings): each holds up to a task's worth of host memory, reserved, for as long as it is mapped. The
+        next request that carries tensors makes a region of the size it needs."""
+        for region in (self._in, self._out):
+            if region is not None:
+                region.close()
+        self._in = self._out = None
 
     def _death(self, op: str) -> WorkerFailure:
         assert self.proc is not None

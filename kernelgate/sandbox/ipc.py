@@ -5,7 +5,9 @@ which cannot run code.
 
 Large contiguous tensors do not travel inside the message: they are copied into a shared-memory
 region (`Bulk`, mapped by both processes) and the message carries a reference (offset, bytes,
-dtype, shape). Each direction has its own region, created by the judge and named in messages by a
+dtype, shape). From the judge to a worker, a large tensor in another memory layout (the layout trials:
+strides, gaps, a storage offset) travels so too, as its storage up to its last element, with its
+strides and offset; a worker's replies may carry contiguous tensors only. Each direction has its own region, created by the judge and named in messages by a
 number; the region itself reaches the worker as a file descriptor over a second socket (`send`,
 `Regions`), never as a path. A region is a memfd sealed against shrinking and growing, so the worker
 cannot truncate it under the judge's mapping (which would kill the judge with SIGBUS). A reference
@@ -76,6 +78,9 @@ BULK_MIN = 1 << 20
 #: reader allocate more than this beyond its data)
 MAX_SHIFT = 1 << 12
 _ALIGN = 64
+#: the requests whose replies carry a task's outputs: a reply region is made for these (once a worker's regions
+#: are shed, a request of another kind does not make one)
+BULK_REPLIES = frozenset({"call", "fetch"})
 _TAG = "__kg_bulk__"
 
 
@@ -208,19 +213,52 @@ class Regions:
         return Bulk.attach(self.pending.pop(ident), ident, size)
 
 
-def _eligible(t: Any) -> bool:
-    return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta and t.is_contiguous()
-            and t.numel() * t.element_size() >= BULK_MIN)
+#: a tensor in another layout travels through the region when its storage up to its last element is at most
+#: this many times its elements (the gap layouts' pitches stay well within it)
+MAX_SPREAD = 4
 
 
-def bulk_bytes(obj: Any) -> int:
+def _span(shape: Any, strides: Any) -> int:
+    """Elements from a view's first to its last, inclusive (non-negative strides; 0 for an empty view)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def _strided_ok(numel: int, span: int, shift: int) -> bool:
+    return 0 < span <= MAX_SPREAD * numel + MAX_SHIFT and shift <= max(MAX_SHIFT, span)
+
+
+def _laid_out(t: torch.Tensor) -> int:
+    """Elements of storage a tensor in another layout travels as (its offset and span), 0 when it travels
+    otherwise (contiguous, or strides the region does not carry)."""
+    if t.is_contiguous() or any(st < 0 for st in t.stride()):
+        return 0
+    span, shift = _span(t.shape, t.stride()), t.storage_offset()
+    return shift + span if _strided_ok(t.numel(), span, shift) else 0
+
+
+def _eligible(t: Any, strided: bool = False) -> bool:
+    if not (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta):
+        return False
+    if t.is_contiguous():
+        return t.numel() * t.element_size() >= BULK_MIN
+    return strided and _laid_out(t) * t.element_size() >= BULK_MIN
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes `pack` copies for an eligible tensor."""
+    return (t.numel() if t.is_contiguous() else _laid_out(t)) * t.element_size()
+
+
+def bulk_bytes(obj: Any, strided: bool = False) -> int:
     """Bytes (aligned) that `pack` would place in a region."""
-    if _eligible(obj):
-        return -(-obj.numel() * obj.element_size() // _ALIGN) * _ALIGN
+    if _eligible(obj, strided):
+        return -(-_nbytes(obj) // _ALIGN) * _ALIGN
     if isinstance(obj, dict):
-        return sum(bulk_bytes(v) for v in obj.values())
+        return sum(bulk_bytes(v, strided) for v in obj.values())
     if isinstance(obj, (list, tuple)):
-        return sum(bulk_bytes(v) for v in obj)
+        return sum(bulk_bytes(v, strided) for v in obj)
     return 0
 
 
@@ -242,44 +280,54 @@ def _walk(o: Any, leaf) -> Any:
 _KEEP = object()
 
 
-def pack(obj: Any, bulk: Bulk | None) -> Any:
-    """`obj` with eligible tensors copied into `bulk` and replaced by references; what does not fit stays inline."""
+def pack(obj: Any, bulk: Bulk | None, strided: bool = False) -> Any:
+    """`obj` with eligible tensors copied into `bulk` and replaced by references; what does not fit stays inline.
+    `strided`: tensors in another memory layout go into the region too (the judge's messages only)."""
     if bulk is None:
         return obj
     offset = [0]
 
     def leaf(o: Any) -> Any:
-        if not _eligible(o):
+        if not _eligible(o, strided):
             return _KEEP
-        n = o.numel() * o.element_size()
+        n = _nbytes(o)
         start = offset[0]
         if start + n > bulk.size:
             return o
         if o.device.type == "cuda":
             bulk.for_gpu()
-        bulk.buf[start:start + n].view(o.dtype).view(o.shape).copy_(o.detach())
-        offset[0] = start + -(-n // _ALIGN) * _ALIGN
         ref = [start, n, str(o.dtype).replace("torch.", ""), list(o.shape)]
         shift = o.storage_offset()
-        return {_TAG: ref + [shift] if 0 < shift <= MAX_SHIFT else ref}
+        if o.is_contiguous():
+            bulk.buf[start:start + n].view(o.dtype).view(o.shape).copy_(o.detach())
+            ref = ref + [shift] if 0 < shift <= MAX_SHIFT else ref
+        else:       # its storage from the start to its last element, so the offset and the gaps keep their values
+            bulk.buf[start:start + n].view(o.dtype).copy_(o.detach().as_strided((n // o.element_size(),), (1,), 0))
+            ref = ref + [shift, list(o.stride())]
+        offset[0] = start + -(-n // _ALIGN) * _ALIGN
+        return {_TAG: ref}
 
     return _walk(obj, leaf)
 
 
-def unpack(obj: Any, bulk: Bulk | None, device: str = "cpu") -> Any:
-    """References replaced by tensors copied out of `bulk` (onto `device`); malformed references raise ValueError."""
-    return _walk(obj, lambda o: _read(o[_TAG], bulk, device) if isinstance(o, dict) and _TAG in o and len(o) == 1
-                 else _KEEP)
+def unpack(obj: Any, bulk: Bulk | None, device: str = "cpu", strided: bool = False) -> Any:
+    """References replaced by tensors copied out of `bulk` (onto `device`); malformed references raise ValueError.
+    `strided`: tensors in another memory layout are accepted (a worker reading the judge's message; never the
+    judge reading a reply)."""
+    return _walk(obj, lambda o: _read(o[_TAG], bulk, device, strided)
+                 if isinstance(o, dict) and _TAG in o and len(o) == 1 else _KEEP)
 
 
-def _read(ref: Any, bulk: Bulk | None, device: str) -> torch.Tensor:
+def _read(ref: Any, bulk: Bulk | None, device: str, strided: bool = False) -> torch.Tensor:
     if bulk is None:
         raise ValueError("a shared-memory reference arrived, but no region is mapped")
     try:
         start, n, dtype_name, shape, *more = ref
         start, n, shape = int(start), int(n), [int(s) for s in shape]
         shift = int(more[0]) if more else 0
-        if len(more) > 1 or not 0 <= shift <= MAX_SHIFT:
+        strides = [int(st) for st in more[1]] if len(more) == 2 else None
+        if len(more) > 2 or shift < 0 or (strides is None and shift > MAX_SHIFT) or (strides is not None and (
+                not strided or len(strides) != len(shape) or any(st < 0 for st in strides))):
             raise ValueError
     except (TypeError, ValueError):
         raise ValueError(f"malformed shared-memory reference {ref!r}") from None
@@ -287,10 +335,19 @@ def _read(ref: Any, bulk: Bulk | None, device: str) -> torch.Tensor:
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {dtype_name!r} in a shared-memory reference")
     if (start < 0 or start % _ALIGN or n < 0 or start + n > bulk.size or any(s < 0 for s in shape)
-            or math.prod(shape) * dtype.itemsize != n):
+            or (strides is None and math.prod(shape) * dtype.itemsize != n)):
         raise ValueError(f"shared-memory reference out of bounds: {ref!r}")
-    view = bulk.buf[start:start + n].view(dtype).view(shape)
     gpu = device.startswith("cuda")
+    if strides is not None:
+        span = _span(shape, strides)
+        if not _strided_ok(math.prod(shape), span, shift) or (shift + span) * dtype.itemsize != n:
+            raise ValueError(f"shared-memory reference out of bounds: {ref!r}")
+        flat = bulk.buf[start:start + n].view(dtype)
+        if gpu:
+            bulk.for_gpu()
+        base = flat.to(device, copy=True) if gpu else hostmem.host_empty(flat.shape, dtype).copy_(flat)
+        return base.as_strided(shape, strides, shift)
+    view = bulk.buf[start:start + n].view(dtype).view(shape)
     if gpu:
         bulk.for_gpu()
     if shift:             # a contiguous view into a larger buffer (the layout trial that shifts inputs) stays one

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import torch
 
 from kernelgate.sandbox import handle
@@ -98,3 +99,29 @@ def test_to_device_keeps_strides_gaps_and_the_storage_offset():
     prev = torch.zeros(10)[2:].view(2, 4)
     assert not handle.place(prev, torch.ones(2, 4))          # another storage offset: a buffer of its own
 
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8,
+                                   torch.bool, torch.complex64, torch.complex128, torch.int64])
+def test_same_bits_reads_inputs_of_any_layout_in_place_and_sees_nan_payloads(dtype):
+    """The inputs' integrity check compares bits in the inputs' own layout (flattening a column-major or gapped
+    input copied it whole, twice a call); NaN payloads and -0.0 still count as changes."""
+    from kernelgate.sandbox import handle as h
+    base = torch.randn(40, 30, dtype=torch.float64).to(dtype) if dtype is not torch.bool else torch.rand(40, 30) > 0.5
+    x = base.t()                                         # another layout
+    snap = h.snapshot([x])[0]
+    assert h.changed([x], [snap]) == []
+    if dtype.is_floating_point:
+        bits = x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+        nan = torch.tensor(float("nan"), dtype=dtype).view(bits.dtype)
+        x[3, 4] = float("nan")
+        snap = h.snapshot([x])[0]
+        bits[3, 4] = nan + 1                              # another NaN payload: not the same bits
+        assert h.changed([x], [snap]) == [0]
+        x[3, 4] = 0.0
+        snap = h.snapshot([x])[0]
+        x[3, 4] = -0.0
+        assert h.changed([x], [snap]) == [0]
+    else:
+        x[3, 4] = ~x[3, 4] if dtype is torch.bool else x[3, 4] + 1
+        assert h.changed([x], [snap]) == [0]
