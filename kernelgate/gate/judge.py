@@ -39,7 +39,8 @@ def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = Fal
 
 
 def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spares | None = None,
-                  phase: Phase = no_phase, reduced: str = "", own_code: bool = False) -> tuple[Verdict, Session]:
+                  phase: Phase = no_phase, reduced: str = "", own_code: bool = False,
+                  deadline: float | None = None) -> tuple[Verdict, Session]:
     """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
     process can be timed next. The caller closes it. With `spares`, the candidate's process is a spare
     started earlier, and the next spare starts once this candidate is built. `phase` times its parts
@@ -47,10 +48,14 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
 
     `reduced`: the search's reason for fewer main trials (cfg.trials) for a parametric variant of a family
     that passed the full gate (docs/GATE.md, "Parametric variants"); recorded as the verdict's "trial plan"
-    check. Only the number of main trials differs: every kind of check runs."""
+    check. Only the number of main trials differs: every kind of check runs.
+
+    `deadline` (time.monotonic()): a search's budget for the judgement; a request past it ends the judgement
+    rejected for `timeout` (budget), never accepted."""
     t0 = time.perf_counter()
     s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None, own_code=own_code)
     s.phase = phase
+    s.deadline = deadline
     s.checks.append(task.admission)
     s.notes.extend(screen.scan(cand.path))
     try:
@@ -75,6 +80,7 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
     except BaseException:
         s.worker.close()
         raise
+    s.deadline = None                   # judged: the timing that follows keeps its own
     return verdicts.build(task, s, Status.ACCEPTED, Reason.OK, "all checks passed", t0), s
 
 

@@ -28,6 +28,7 @@ samples the device's used memory (every process) for the benchmarks.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -104,14 +105,55 @@ def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str =
     return Plan(False, device, ref_peak, capacity, f"the forward needs {ref_peak / 2**30:.2f} GiB: fits")
 
 
+def _meminfo() -> dict[str, int]:
+    with open("/proc/meminfo") as f:
+        return {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f)}
+
+
+def host_used() -> int:
+    """The host's memory in use by every process (MemTotal - MemAvailable), in bytes; 0 where unknown."""
+    try:
+        info = _meminfo()
+        return info["MemTotal"] - info["MemAvailable"]
+    except (OSError, KeyError, ValueError):
+        return 0
+
+
+def host_holders(n: int = 6) -> dict[str, Any]:
+    """Who holds the host's memory now: shared memory (the regions) and the `n` processes of the largest
+    resident sets (pid, command, GiB) - for a benchmark's record of its peak."""
+    procs = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as f:
+                rss = next((int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS:")), 0)
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:80]
+        except OSError:
+            continue
+        procs.append((rss, int(d), cmd))
+    try:
+        shmem = _meminfo().get("Shmem", 0)
+    except (OSError, ValueError):
+        shmem = 0
+    return {"shmem_gib": round(shmem / 2**30, 2),
+            "processes": [[pid, cmd, round(rss / 2**30, 2)] for rss, pid, cmd in sorted(procs, reverse=True)[:n]]}
+
+
 class Sampler:
     """The device's used memory (every process: total - free), sampled every `every` seconds in a thread;
-    `peak` is the largest sample less the used memory when sampling began."""
+    `peak` is the largest sample less the used memory when sampling began. The host's memory in use is
+    sampled alongside (`host_peak`, the same way): the lean plan moves the device's gigabytes to the host."""
 
     def __init__(self, device: str, every: float = 0.02):
         self.device, self.every = torch.device(device), every
         self.base = self.top = 0
         self.top_at = 0.0               # time.monotonic() of the largest sample
+        self.host_base = self.host_top = 0
+        self.holders: dict[str, Any] = {}     # host_holders() near the host's peak (taken 1 GiB apart)
+        self._held_at = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -121,6 +163,7 @@ class Sampler:
 
     def __enter__(self) -> "Sampler":
         self.base = self.top = self._used()
+        self.host_base = self.host_top = host_used()
         self._thread = threading.Thread(target=self._run, name="kg-memory-sampler", daemon=True)
         self._thread.start()
         return self
@@ -130,6 +173,10 @@ class Sampler:
             used = self._used()
             if used > self.top:
                 self.top, self.top_at = used, time.monotonic()
+            host = host_used()
+            if host > max(self.host_top, self._held_at + (1 << 30)):
+                self.holders, self._held_at = host_holders(), host
+            self.host_top = max(self.host_top, host)
             time.sleep(self.every)
 
     def __exit__(self, *exc: Any) -> None:
@@ -141,3 +188,7 @@ class Sampler:
     @property
     def peak(self) -> int:
         return self.top - self.base
+
+    @property
+    def host_peak(self) -> int:
+        return self.host_top - self.host_base

@@ -110,7 +110,9 @@ class Session:
         # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
         # keeps its data (the device, or the host in the lean memory plan)
         self.worker.device = task.home
-        self.worker.reply_capacity = (cfg.rechecks + 1) * task.out_bytes() if task.out_bytes() >= ipc.BULK_MIN else 0
+        # (the lean plan fetches the re-check's outputs one at a time: a task's worth of host memory, not four)
+        self.worker.reply_capacity = ((1 if task.lean else cfg.rechecks + 1) * task.out_bytes()
+                                      if task.out_bytes() >= ipc.BULK_MIN else 0)
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.pooled = False                 # the worker holds the timing pool (lean plan: only while timed)
@@ -119,14 +121,24 @@ class Session:
         self.rechecked = 0
         self.torch_threads = self.torch_threads0 = 0
         self.phase: Phase = no_phase        # the search times the worker's start apart from the build
+        self.deadline: float | None = None  # time.monotonic() by which the judgement must be done (a search's)
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
         raise Rejected(reason, Check(name, False, detail))
 
     def request(self, msg: dict, timeout: float, what: str, stream=None) -> dict:
+        def out_of_budget() -> None:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.fail(Reason.TIMEOUT, "budget", f"the judgement was not done when the search's budget for it "
+                          f"ran out (at {what}): the candidate is not accepted, and no fault of its was found")
+        out_of_budget()
+        if self.deadline is not None:
+            timeout = min(timeout, max(self.deadline - time.monotonic(), 1.0))
         try:
             reply = self.worker.request(msg, timeout, stream=stream)
         except WorkerFailure as f:
+            if f.reason is Reason.TIMEOUT:
+                out_of_budget()
             detail = f.message + (f"\n{f.detail}" if f.detail and f.reason is Reason.CRASH else "")
             raise Rejected(f.reason, Check(what, False, detail)) from None
         if "observations" in reply and not self.trusted:
@@ -208,14 +220,14 @@ class Session:
         for xs in shapes:                                  # judge probes the layouts on the device in between
             self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
             if lean:
-                self.release()
+                self.release(shed=False)
         for which in LAYOUTS:               # the layout trials' strides: a compiler recompiles for them now
             keys = layout_keys(t, which)
             if keys:
                 self.request({"op": "call", "inputs": relaid(t, t.given, keys, which), "settle": True},
                              self.cfg.call_timeout, "forward (inputs in another memory layout)")
                 if lean:
-                    self.release()
+                    self.release(shed=False)
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:
@@ -329,7 +341,7 @@ class Session:
             yield
             return
         if release and self.worker.proc is not None:
-            self.release()
+            self.release(shed=False)
         with t.oracle.on_device():
             yield
 
@@ -350,9 +362,14 @@ class Session:
                      "input pool")
         self.pooled = True
 
-    def release(self) -> None:
-        """The worker gives back its inputs' and outputs' device memory (lean memory plan)."""
-        self.request({"op": "release"}, self.cfg.call_timeout, "release")
+    def release(self, shed: bool = True) -> None:
+        """The worker gives back its inputs' and outputs' device memory (lean memory plan); with `shed`, both
+        sides their shared regions' host memory too (a task's worth each: where another worker is timed next,
+        or this one goes idle; not between the trials of one judgement, where a new region would cost a
+        second a trial)."""
+        self.request({"op": "release", "shed": shed}, self.cfg.call_timeout, "release")
+        if shed:
+            self.worker.shed()
         self.pooled = False
 
     def warm_up(self, plan: list, warmup_ms: float, warmup_min: int) -> None:
@@ -402,12 +419,17 @@ class Session:
         """Fetch the outputs of iterations picked after the batch returned; each must be the one committed
         to while the clock ran (digest), the inputs after the call must be the ones given (digest of the
         rebuilt inputs), and the numbers must match the oracle on those inputs."""
-        reply = self.request({"op": "fetch", "indices": picks}, self.cfg.call_timeout, "re-check fetch")
-        outputs = reply.get("outputs")
+        # the lean plan fetches them one at a time: its reply region holds one output (a task's worth)
+        groups = [[k] for k in picks] if self.task.lean else [picks]
+        outputs: list[Any] = []
+        for group in groups:
+            got = self.request({"op": "fetch", "indices": group}, self.cfg.call_timeout, "re-check fetch").get("outputs")
+            if not isinstance(got, list) or len(got) != len(group):
+                self.fail(Reason.RECHECK, "timed-loop re-check", "the worker did not hand over the picked outputs")
+            outputs += got
+            del got
         if self.task.lean:          # the picked outputs are at home now: the worker gives its memory back
             self.release()
-        if not isinstance(outputs, list) or len(outputs) != len(picks):
-            self.fail(Reason.RECHECK, "timed-loop re-check", "the worker did not hand over the picked outputs")
         t = self.task
         for k, tensors in zip(picks, outputs):
             it = batch.tag + k

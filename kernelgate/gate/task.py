@@ -263,7 +263,7 @@ def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
     """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh):
     uniformly over the range the trials infer for it ({"low", "high"}: a timestep shared by the batch moves
     too), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where the
-    reference accepts such a draw (trials.Prober.ok: it runs, no new non-finite outputs), all at once or grown
+    reference accepts such a draw (prober.Prober.ok: it runs, no new non-finite outputs), all at once or grown
     one input at a time (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
     done = getattr(o, "resampled", None)

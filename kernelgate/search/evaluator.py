@@ -160,7 +160,9 @@ class Evaluator:
         trials, reduced = self.trial_plan(c, history, variant_trials)
         if reduced:
             cfg = replace(cfg, trials=trials)
-        verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed, reduced=reduced)
+        # the judgement ends within what is left of the budget too (a big task's trials take seconds each)
+        verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed, reduced=reduced,
+                                   deadline=None if build_timeout is None else time.monotonic() + build_timeout)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:

@@ -171,9 +171,9 @@ def test_lean_trials_judge_on_the_device_with_the_worker_released(write):
     o.device = "cuda"                            # computes on a GPU, keeps its data on the host (not run here)
     released = []
     fake = types.SimpleNamespace(task=types.SimpleNamespace(lean=True, device="cuda", oracle=o),
-                                 worker=types.SimpleNamespace(proc=object()), release=lambda: released.append(1))
+                                 worker=types.SimpleNamespace(proc=object()), release=lambda shed=True: released.append(shed))
     with Session.judging(fake):
-        assert o.home == "cuda" and released == [1]
+        assert o.home == "cuda" and released == [False]
     assert o.home == "cpu"
     try:
         with Session.judging(fake, release=False):
@@ -181,11 +181,11 @@ def test_lean_trials_judge_on_the_device_with_the_worker_released(write):
             raise RuntimeError("rejected")
     except RuntimeError:
         pass
-    assert o.home == "cpu" and released == [1]
+    assert o.home == "cpu" and released == [False]
     fake.task.lean = False                       # the default plan: as before
     with Session.judging(fake):
         assert o.home == "cpu"
-    assert released == [1]
+    assert released == [False]
 
 
 def test_probes_keep_masks_not_outputs(write):
@@ -193,24 +193,33 @@ def test_probes_keep_masks_not_outputs(write):
     device's cache back after every run (the lean plan probes between a worker's calls)."""
     import torch
 
+    import weakref
+
     from kernelgate.gate import trials as trials_mod
-    given = []
+    given, made = [], []            # per give-back: whether every output made so far was dead by then
+
+    def model(x):
+        y = x * 2
+        made.append(weakref.ref(y))
+        return y
 
     class Oracle:
         device, ops, state0 = "cpu", set(), {}
-        model = staticmethod(lambda x: x * 2)
 
         def load(self, state):
             pass
 
         def give_back(self):
-            given.append(1)
+            given.append(all(r() is None for r in made))
+    Oracle.model = staticmethod(model)
     pr = trials_mod.Prober.__new__(trials_mod.Prober)
     pr.oracle, pr.risky, pr.loaded = Oracle(), False, None
-    assert pr.ok([torch.ones(3)], {}) and given == [1]
-    assert not pr.ok([torch.tensor([1.0, float("nan")])], {}) and given == [1, 1]
+    assert pr.ok([torch.ones(3)], {}) and given[-1] and len(made) == 1
+    n = len(given)
+    assert not pr.ok([torch.tensor([1.0, float("nan")])], {}) and len(given) > n and given[-1]
+    n = len(given)
     assert pr.ok([torch.tensor([1.0, float("nan")])], {}, ([torch.tensor([2.0, float("nan")])], {}))
-    assert len(given) == 4
+    assert len(given) >= n + 2 and given[-1] and len(made) == 4
 
 
 def test_admission_holds_one_trial_at_a_time(write):

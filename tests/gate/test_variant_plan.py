@@ -118,3 +118,23 @@ def test_reduced_plan_runs_the_same_kinds_of_checks(task):
 def test_reduced_plan_still_rejects_a_wrong_variant(task):
     v = _judge(task, WRONG, replace(GateConfig(), trials=SearchConfig().variant_trials), reduced="a parametric variant of x [abc]")
     assert not v.accepted and v.reason.value in ("mismatch", "recheck"), (v.reason, v.message)
+
+
+@pytest.mark.slow
+def test_a_judgement_past_its_deadline_ends_rejected_for_the_budget(write):
+    """A search's budget bounds the judgement (a big task's trials take seconds each): past the deadline the next
+    request ends it rejected (timeout, the check named "budget"), never accepted; without one, the same passes."""
+    import time
+
+    from kernelgate.records import Reason, Status
+    ref = write("ref.py", REF)
+    cand = write("cand.py", GOOD)
+    task = prepare(workload.Spec(ref, "Model"), "cpu", Contract())
+    cfg = GateConfig()
+    v, s = judge_mod.judge_session(task, workload.Spec(cand, "ModelNew"), cfg, deadline=time.monotonic() + 0.5)
+    s.worker.close()
+    assert v.status is Status.REJECTED and v.reason is Reason.TIMEOUT, (v.status, v.reason, v.message)
+    assert any(c.name == "budget" and not c.ok for c in v.checks)
+    v, s = judge_mod.judge_session(task, workload.Spec(cand, "ModelNew"), cfg)
+    s.worker.close()
+    assert v.accepted, v.message
