@@ -45,10 +45,12 @@ def traced(owner, name, label):     # each call's start and end on stderr (kept 
             if torch.cuda.is_available():
                 free, total = torch.cuda.mem_get_info()
                 used = f" device used {(total - free) / 2**30:.1f} GiB, this process {torch.cuda.memory_reserved() / 2**30:.1f}"
+            rss = next((int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmRSS:")), 0)
+            used += f"; host used {kernelgate.gate.memory.host_used() / 2**30:.1f} GiB, judge {rss / 2**20:.1f}"
             print(f"[{time.monotonic() - T0:7.2f}s] < {label} {time.monotonic() - t:.2f}s{used}", file=sys.stderr, flush=True)
     setattr(owner, name, wrapper)
 import kernelgate.gate.admission, kernelgate.gate.judge, kernelgate.gate.memory, kernelgate.gate.session, kernelgate.gate.task
-import kernelgate.oracle, kernelgate.gate.trials, kernelgate.gate.correctness, kernelgate.gate.checks, kernelgate.sandbox.ipc
+import kernelgate.oracle, kernelgate.gate.trials, kernelgate.gate.prober, kernelgate.gate.correctness, kernelgate.gate.checks, kernelgate.sandbox.ipc
 g = kernelgate.gate
 for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor", "timing_pool")), (g.admission, ("admit",)),
                      (workload, ("widen", "perturb")), (g.judge, ("_timed_recheck",)),
@@ -56,7 +58,7 @@ for owner, names in [(g.memory, ("peak",)), (g.task, ("inputs_at", "_floor", "ti
                      (g.correctness, ("error_stats", "derive")), (g.checks.Comparator, ("expected",)),
                      (kernelgate.sandbox.ipc, ("pack", "unpack")),
                      (g.session.Session, ("call", "check_outputs", "build", "settle", "release", "recheck")),
-                     (kernelgate.gate.trials.Prober, ("ok", "nonfinite_ok"))]:
+                     (kernelgate.gate.prober.Prober, ("ok", "nonfinite_ok"))]:
     for name in names:
         traced(owner, name, f"{getattr(owner, '__name__', '').split('.')[-1]}.{name}")
 spec = workload.Spec.parse(path, workload.REFERENCE_CLASS, None)
@@ -156,16 +158,19 @@ def main() -> None:
         row.update(json.loads(line[7:]) if line else {"error": err[-800:]})
         row["wall_s"] = time.monotonic() - t0
         row["gate_peak_bytes"] = s.peak if cuda else None
+        row["host_peak_bytes"] = s.host_peak if cuda else None     # the host's memory in use, every process
+        row["host_holders"] = s.holders if cuda else None          # who held it near the peak
         row["ratio"] = s.peak / row["ref_peak_bytes"] if cuda and row.get("ref_peak_bytes") else None
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         Path(args.out).write_text(json.dumps({"command": "python benchmarks/diag_lean.py DEV_DIR " + " ".join(
             f"--only {g}" for g in args.only) + f" --memory {args.memory} --target {args.target}", "conditions": conditions(args.target),
             "rows": rows}, indent=1))
-    print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6} {'peak at':>8}  phases / verdict")
+    print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6} {'peak at':>8} {'host GiB':>8}  phases / verdict")
     for r in rows:
         print(f"{r['problem'][:44]:44} {r.get('prepare_s', 0):7.1f} {r.get('judge_s', 0):8.1f} "
-              f"{(r['ratio'] or 0):6.2f} {r.get('peak_at_s', 0):8.1f}  {r.get('judge_phases')} "
+              f"{(r['ratio'] or 0):6.2f} {r.get('peak_at_s', 0):8.1f} {(r.get('host_peak_bytes') or 0) / 2**30:8.1f}  "
+              f"{r.get('judge_phases')} "
               f"{str(r.get('verdict', r.get('error')))[:120]}")
 
 

@@ -140,6 +140,8 @@ def main() -> None:
         row["progress"] = [ln for ln in (p.stderr or "").splitlines() if ln.startswith("[")][-40:]
         row.update(json.loads(line[6:]) if line else {"status": "crash", "message": (p.stderr or "")[-500:]})
         row["gate_peak_bytes"] = s.peak
+        row["host_peak_bytes"] = s.host_peak        # the host's memory in use, every process
+        row["host_holders"] = s.holders           # who held it near the peak
         row["ratio"] = s.peak / row["ref_peak_bytes"] if row.get("ref_peak_bytes") else None
         row["oom"] = "out of memory" in (p.stdout + p.stderr).lower()
         row["over_budget"] = row.get("wall_s", 0) > 1.1 * args.budget
@@ -164,11 +166,12 @@ def merge(parts: list[str], out: str) -> None:
 
 
 def table(rows: list[dict]) -> None:
-    print(f"{'problem':44} {'ref GiB':>8} {'gate GiB':>9} {'ratio':>6} {'wall s':>7} {'oom':>4} status")
+    print(f"{'problem':44} {'ref GiB':>8} {'gate GiB':>9} {'ratio':>6} {'host GiB':>8} {'wall s':>7} {'oom':>4} status")
     for r in rows:
         ref = (r.get("ref_peak_bytes") or 0) / 2**30
         print(f"{r['problem'][:44]:44} {ref:8.2f} {r['gate_peak_bytes'] / 2**30:9.2f} "
-              f"{(r['ratio'] or 0):6.2f} {r.get('wall_s', 0):7.1f} {str(r['oom']):>4} {r.get('status')}")
+              f"{(r['ratio'] or 0):6.2f} {(r.get('host_peak_bytes') or 0) / 2**30:8.1f} {r.get('wall_s', 0):7.1f} "
+              f"{str(r['oom']):>4} {r.get('status')}")
 
 
 if __name__ == "__main__":
