@@ -52,7 +52,7 @@ class Task:
     target: str
     admission: Check
     given: list[Any]
-    out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs
+    out_meta: list[torch.Tensor] = field(default_factory=list)   # task-dtype outputs on the given inputs (meta)
     floor: Any = None                   # roofline.Floor on this device, or None when it cannot be counted
     memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
     admission_s: float = 0.0            # what task admission's trials took: a gate check's trials cost about as much
@@ -167,7 +167,10 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     del raw, flat                              # the device's copies (lean: `given` is on the host)
     own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
     oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own)   # on the device, kept at home
-    out = oracle.probe(given)
+    # what the outputs look like (dtype, shape, strides), not their values: a forward's worth less held for the
+    # task's life (6 GiB of the judge's host memory for the largest dev problems in the lean plan)
+    out = [torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device="meta") if isinstance(o, torch.Tensor)
+           else o for o in oracle.probe(given)]
     rng = torch.Generator().manual_seed(secrets.randbits(62))
 
     def trials(home: str):      # one at a time: a trial's inputs and outputs are dropped before the next

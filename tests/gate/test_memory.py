@@ -98,7 +98,7 @@ def test_lean_plan_on_the_gpu_computes_there_and_keeps_data_on_the_host(write, t
     task = prepare(workload.Spec(str(ref), "Model"), "cuda", Contract(), "lean")
     assert task.lean and task.oracle.device.startswith("cuda") and task.oracle.home == "cpu"
     assert next(task.oracle.model.parameters()).is_cuda
-    assert all(o.device.type == "cpu" for o in task.out_meta) and all(x.device.type == "cpu" for x in task.given)
+    assert all(o.device.type == "meta" for o in task.out_meta) and all(x.device.type == "cpu" for x in task.given)
 
 
 def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results(write, monkeypatch):
@@ -248,3 +248,21 @@ def test_admission_holds_one_trial_at_a_time(write):
             del xs, runs
     assert admission.admit(o, trials()).ok
     assert alive[0] == [] and not any(alive[1]) and not any(alive[2]), alive
+
+
+def test_the_task_keeps_what_outputs_look_like_not_their_values(write):
+    """The given inputs' outputs are kept for their dtype, shape and strides only (meta tensors): the values
+    took a forward's worth of memory for the task's life (6 GiB of the judge's host in the lean plan)."""
+    import torch
+
+    from kernelgate import workload
+    from kernelgate.gate.task import prepare
+    from kernelgate.records import Contract
+    ref = write("ref_t.py", "import torch\nclass Model(torch.nn.Module):\n"
+                "    def forward(self, x):\n        return (x * 2).t(), x.sum(1).to(torch.float64)\n"
+                "def get_inputs():\n    return [torch.randn(48, 32)]\ndef get_init_inputs():\n    return []\n")
+    task = prepare(workload.Spec(ref, "Model"), "cpu", Contract())
+    a, b = task.out_meta
+    assert a.device.type == "meta" and b.device.type == "meta"
+    assert (list(a.shape), a.stride(), a.dtype) == ([32, 48], (1, 32), torch.float32)
+    assert (list(b.shape), b.dtype) == ([48], torch.float64) and task.out_bytes() == 32 * 48 * 4 + 48 * 8
