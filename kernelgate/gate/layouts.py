@@ -1,6 +1,8 @@
-"""Other memory layouts of the same values, for the layout trials (gate/trials.py): column-major, a secret
-order with a middle dim innermost, gaps in every dim at an offset, gaps between outer entries at an offset.
-Pure functions of a tensor and the task's secret seed."""
+"""Other memory layouts of the same values, for the layout trials (gate/trials.py): column-major at an offset,
+a secret order with a middle dim innermost, gaps in every dim with every second innermost element at an offset,
+gaps between outer entries at an offset, contiguous at an offset, column-major with gaps at an offset. The
+memory outside the view (gaps, the part before the offset) holds NaN (integers: their largest value, bools:
+True), so a kernel reading it is wrong. Pure functions of a tensor and the task's secret seed."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +10,9 @@ import random
 
 import torch
 
-LAYOUTS = (0, 1, 2, 4)           # the layout trials (relayout): column-major, a secret order, with gaps, shifted
+#: the layout trials (relayout): column-major, a secret order, with gaps, gaps between outer entries, shifted,
+#: column-major with gaps
+LAYOUTS = (0, 1, 2, 3, 4, 5)
 
 
 def memory_orders(rank: int) -> list[tuple[int, ...]]:
@@ -27,16 +31,23 @@ def memory_orders(rank: int) -> list[tuple[int, ...]]:
 
 
 def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | None:
-    """The same values in another dense memory layout, the same for every call with the same (which, seed) (the
-    build phase's last calls see it, so a compiler's recompile for these strides happens before the lockdown).
-    which 0: the dims' order in memory reversed (column-major); which 1: another order of `memory_orders`, drawn
-    by `seed` (a task's secret: a kernel right for row-major, column-major and a few layouts it special-cases
-    and wrong for the rest, channels_last included, meets one it does not know: red teams 23, 24); which 2:
-    gaps in every dim at an offset (`_padded`); which 3: gaps between outer entries only (`_outer_gaps`). None
-    when that is no other layout (fewer than two dims of size > 1; no second order for 2 dims; fewer than 2
-    elements)."""
+    """The same values in another memory layout, the same for every call with the same (which, seed) (the build
+    phase's last calls see it, so a compiler's recompile for these strides happens before the lockdown). Each
+    trial's kind is fixed, its sizes drawn by `seed` (a task's secret):
+    0: the dims' order in memory reversed (column-major), dense, at an offset of 1-7 elements;
+    1: another order of `memory_orders`, drawn by `seed` (a kernel right for row-major, column-major and a few
+       layouts it special-cases and wrong for the rest, channels_last included, meets one it does not know: red
+       teams 23, 24), dense, at offset 0;
+    2: row-major with gaps in every dim and every second innermost element, at an offset (`_gapped`; a vector
+       every second or third element);
+    3: gaps between outer entries only, at an offset (`_outer_gaps`: 2-D rows with a pitch, a slice along a
+       middle dim; red team 33);
+    4: contiguous at an offset (`_shifted`);
+    5: the dims' order reversed with gaps in every dim, at an offset (a column pitch: red team 33).
+    None when that is no other layout (fewer than two dims of size > 1 for another order; no second order for 2
+    dims; fewer than 2 elements)."""
     if which == 2:
-        return _padded(x, seed)
+        return _gapped(x, seed, tuple(range(x.dim())), 2) if x.dim() > 1 else _vector(x, seed)
     if which == 3:
         return _outer_gaps(x, seed)
     if which == 4:
@@ -44,39 +55,78 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     if sum(1 for n in x.shape if n > 1) < 2:
         return None
     orders = memory_orders(x.dim())
+    if which == 5:
+        return _gapped(x, seed, orders[0], 1)
     if which == 0:
         choices = orders[:1]
     else:
         choices = orders[1:]
         random.Random(seed * 1000003 + x.dim()).shuffle(choices)
+    off = random.Random(seed * 2003 + x.dim()).randint(1, 7) if which == 0 else 0
     for order in choices:
-        inverse = [order.index(i) for i in range(x.dim())]
-        y = x.detach().permute(order).contiguous().permute(inverse)
+        y = _dense(x, order, off)
         if y.stride() != x.stride() and not y.is_contiguous():
             return y
     return None
 
 
-def _padded(x: torch.Tensor, seed: int) -> torch.Tensor | None:
-    """The same values in memory with gaps in every dim (a pitch longer than the row in each) and the view
-    starting past the buffer's first element, as a padded buffer's valid region; a vector every second or
-    third element. The pitches and the start are drawn from the task's secret. A kernel rebuilding the dense
-    layout of the strides' order (red team 25), one reading rows of one pitch with the other dims packed, or
-    one ignoring the storage offset (red team 27) is wrong here. None for fewer than 2 elements."""
+def _poison(shape: list[int], x: torch.Tensor) -> torch.Tensor:
+    """A buffer of `shape` for x's values, holding what no honest read of x sees: NaN (integers: their largest
+    value; bools: True)."""
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        fill: object = float("nan")
+    elif x.dtype == torch.bool:
+        fill = True
+    else:
+        fill = torch.iinfo(x.dtype).max
+    return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+
+
+def _inverse(order: tuple[int, ...]) -> list[int]:
+    return [order.index(i) for i in range(len(order))]
+
+
+def _dense(x: torch.Tensor, order: tuple[int, ...], off: int) -> torch.Tensor:
+    """x's values dense in memory order `order` (outermost first), `off` elements into its buffer."""
+    flat = _poison([off + x.numel()], x)
+    y = flat[off:].view([x.shape[d] for d in order]).permute(_inverse(order))
+    y.copy_(x.detach())
+    return y
+
+
+def _gapped(x: torch.Tensor, seed: int, order: tuple[int, ...], step: int) -> torch.Tensor | None:
+    """The same values in memory order `order` with gaps in every dim (a pitch longer than the row in each), the
+    innermost dim every `step`-th element, and the view starting past the buffer's first element, as a padded
+    buffer's valid region. The pitches and the start are drawn from the task's secret. A kernel rebuilding the
+    dense layout of the strides' order (red team 25), one reading rows of one pitch with the other dims packed,
+    one ignoring the storage offset (red team 27), a column pitch or an inner stride (red team 33) is wrong
+    here. None for fewer than 2 elements."""
     if x.numel() < 2 or x.dim() == 0:
         return None
+    r = random.Random(seed * 7919 + x.dim() + 17 * step)
+    shape = [x.shape[d] for d in order]
+    pads = [0 if n == 1 else r.randint(1, max(1, min(3, n // 4))) for n in shape]
+    starts = [r.randint(0, p) for p in pads]
+    if not any(starts):
+        starts[max(range(x.dim()), key=lambda d: pads[d])] = 1
+    ext = [n + p for n, p in zip(shape, pads)]
+    ext[-1] = step * shape[-1] + pads[-1]
+    big = _poison(ext, x)
+    index = [slice(a, a + n) for a, n in zip(starts, shape)]
+    index[-1] = slice(starts[-1], starts[-1] + step * shape[-1], step)
+    y = big[tuple(index)].permute(_inverse(order))
+    y.copy_(x.detach())
+    return y
+
+
+def _vector(x: torch.Tensor, seed: int) -> torch.Tensor | None:
+    """A vector every second or third element of its buffer, past its first. None for fewer than 2 elements."""
+    if x.numel() < 2:
+        return None
     r = random.Random(seed * 7919 + x.dim())
-    if x.dim() == 1:
-        step = r.choice((2, 3))
-        big = torch.zeros(step * x.shape[0] + step, dtype=x.dtype, device=x.device)
-        y = big[r.randint(1, step)::step][:x.shape[0]]
-    else:
-        pads = [0 if n == 1 else r.randint(1, max(1, min(3, n // 4))) for n in x.shape]
-        starts = [r.randint(0, p) for p in pads]
-        if not any(starts):
-            starts[max(range(x.dim()), key=lambda d: pads[d])] = 1
-        big = torch.zeros([n + p for n, p in zip(x.shape, pads)], dtype=x.dtype, device=x.device)
-        y = big[tuple(slice(a, a + n) for a, n in zip(starts, x.shape))]
+    step = r.choice((2, 3))
+    big = _poison([step * x.shape[0] + step], x)
+    y = big[r.randint(1, step)::step][:x.shape[0]]
     y.copy_(x.detach())
     return y
 
@@ -84,13 +134,14 @@ def _padded(x: torch.Tensor, seed: int) -> torch.Tensor | None:
 def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     """The same values with gaps only between the outermost dim's entries (the rest packed, so a `.view` over
     the inner dims still works), at a storage offset: the gap trial of a reference that refuses gaps
-    everywhere (a flatten by `.view`: red team 27). None for fewer than 2 elements."""
+    everywhere (a flatten by `.view`: red team 27), and a trial of its own (a kernel that checks only that the
+    innermost dims are packed: red team 33). None for fewer than 2 elements."""
     if x.numel() < 2 or x.dim() == 0:
         return None
     r = random.Random(seed * 104729 + x.dim())
     n0, inner = x.shape[0], max(1, x.numel() // max(1, x.shape[0]))
     pitch, off = inner + r.randint(1, 3), r.randint(1, 7)
-    flat = torch.zeros(off + n0 * pitch, dtype=x.dtype, device=x.device)
+    flat = _poison([off + n0 * pitch], x)
     y = flat[off:].view(n0, pitch)[:, :inner].view(x.shape)
     y.copy_(x.detach())
     return y
@@ -99,12 +150,12 @@ def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
 def _shifted(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     """The same values, contiguous, at a storage offset of 1 to 7 elements (a view into a larger buffer, as
     `buf[k:].view(shape)` or a slice along the outermost dim gives): a kernel taking the storage's start for the
-    data's (`untyped_storage().data_ptr()`, `as_strided(..., 0)`) is wrong here and nowhere else (red team 29).
+    data's (`untyped_storage().data_ptr()`, `as_strided(..., 0)`) is wrong here (red team 29).
     None for an empty tensor."""
     if x.numel() == 0:
         return None
     off = random.Random(seed * 65537 + x.dim()).randint(1, 7)
-    flat = torch.zeros(off + x.numel(), dtype=x.dtype, device=x.device)
+    flat = _poison([off + x.numel()], x)
     y = flat[off:].view(x.shape)
     y.copy_(x.detach())
     return y

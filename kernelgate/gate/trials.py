@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import torch
 
 from .. import workload
-from .layouts import relayout
+from .layouts import LAYOUTS, relayout
 from .prober import NONFINITE_DTYPES, Prober, prober
 from . import correctness, values
 
@@ -94,17 +94,19 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     others = [i for i in range(1, n) if i != anchor]       # the edits keep their anchor's layout
     plain = [i for i in others if i not in flip_at]         # trials with nothing else on them: one is kept so
     pick = plain if len(plain) > 1 else [i for i in others if i in flip_at] or others    # (a short plan's)
-    layout_at = r.choice(pick) if pick and task.contract.layouts else -1
-    # a second layout trial (another memory order) where an input has 3 or more dims
+    # the layout trials (layouts.LAYOUTS; another order only where an input has 3 or more dims): on trials with
+    # nothing else on them, one of those kept so, then on those with negated parameters (a short plan has fewer)
     deep = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 3 for x in task.given)
-    rest = [i for i in pick if i != layout_at]
-    layout_at2 = r.choice(rest) if rest and deep and task.contract.layouts else -1
-    # a third: inputs with gaps in memory (a padded buffer's valid region), where another main trial is left
-    rest = [i for i in rest if i != layout_at2]
-    layout_at3 = r.choice(rest) if rest and task.contract.layouts else -1
-    rest = [i for i in rest if i != layout_at3]
-    # a fourth: contiguous inputs at a storage offset (a view into a larger buffer, red team 29)
-    layout_at4 = r.choice(rest) if rest and task.contract.layouts else -1
+    keep = r.choice(plain) if plain else -1
+    slots = [[i for i in pick if i != keep], [i for i in others if i not in pick and i != keep]]
+    layout_of: dict[int, int] = {}
+    for which in (LAYOUTS if task.contract.layouts else ()):
+        if which == 1 and not deep:
+            continue
+        src = slots[0] or slots[1]
+        if not src:
+            break
+        layout_of[src.pop(r.randrange(len(src)))] = which
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
     specials_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
@@ -120,9 +122,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
             if t == n:
                 break
             pr.loaded = None
-            trial = _main_trial(task, pr, g, r, t, flip_at, half, 0 if t == layout_at else 1 if t == layout_at2
-                                else 2 if t == layout_at3 else 4 if t == layout_at4 else None, t == specials_at,
-                                t == wide_at)
+            trial = _main_trial(task, pr, g, r, t, flip_at, half, layout_of.get(t), t == specials_at, t == wide_at)
             if t == anchor:
                 handed, trial = [trial], None
                 yield from _edit_trials(task, pr, g, r, handed, t)

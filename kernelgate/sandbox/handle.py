@@ -80,16 +80,27 @@ def apart(x: torch.Tensor, others: Any) -> torch.Tensor:
     return x
 
 
+def _whole(x: torch.Tensor) -> torch.Tensor:
+    """x, or where its storage holds more than its view (gaps, memory before its offset: the layout trials'),
+    the whole storage as bytes: a candidate writing there writes over its caller's data (red team 33)."""
+    st = x.untyped_storage()
+    if x.is_contiguous() and x.storage_offset() == 0 and st.nbytes() == x.numel() * x.element_size():
+        return x
+    return torch.empty(0, dtype=torch.uint8, device=x.device).set_(st, 0, (st.nbytes(),), (1,))
+
+
 def snapshot(xs: list) -> list:
     """Copies of the inputs before a call, where they are (a host copy of a GPU's inputs cost 5 s per 6 GiB in
     page faults, and as much again to compare; the lean plan allows the worker one input's worth more than the
-    forward during a call, and it gives its cache back after: docs/GATE.md), None for non-tensors."""
-    return [x.clone() if isinstance(x, torch.Tensor) else None for x in xs]
+    forward during a call, and it gives its cache back after: docs/GATE.md), of their whole storage where it
+    holds more than the view; None for non-tensors."""
+    return [_whole(x).clone() if isinstance(x, torch.Tensor) else None for x in xs]
 
 
 def changed(xs: list, snaps: list) -> list[int]:
-    """Indices of inputs whose bits differ from their snapshot."""
-    return [i for i, (x, s) in enumerate(zip(xs, snaps)) if s is not None and not _same_bits(x, s)]
+    """Indices of inputs whose bits (their whole storage's, as `snapshot` took them) differ from their snapshot."""
+    return [i for i, (x, s) in enumerate(zip(xs, snaps))
+            if s is not None and not (type(x) is torch.Tensor and _same_bits(_whole(x), s))]
 
 
 def contiguous(ts: list) -> list:

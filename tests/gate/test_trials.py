@@ -335,48 +335,68 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
     assert {t.inputs[2] for t in trials} == {3}
 
 
-def test_one_trial_gives_the_inputs_in_another_layout(write):
-    """Red team 21: every trial's inputs were contiguous. One main trial has the same kind of values in
-    another memory layout (none with `layouts = false`); the edits never anchor on it. A 2-dim input has three:
-    column-major, (red team 25) row-major with gaps between its rows, and (red team 29) contiguous at a storage
-    offset."""
+def _outside_is_poison(x: torch.Tensor) -> bool:
+    """Every element of x's storage outside its view (gaps, the part before its offset) is NaN."""
+    total = x.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
+    inside = torch.zeros(total, dtype=torch.bool)
+    inside[torch.arange(total).as_strided(x.shape, x.stride(), x.storage_offset()).reshape(-1)] = True
+    return bool(x.as_strided((total,), (1,), 0)[~inside].isnan().all())
+
+
+def _layout_kind(x: torch.Tensor) -> str:
+    rows, cols = x.shape
+    if x.is_contiguous():
+        return "shifted"
+    if x.stride(0) == 1:
+        return "column-major" if x.stride(1) == rows else "column-major with gaps"
+    if x.stride(1) == 2:
+        return "gaps, every second element"
+    return "rows with a pitch" if x.stride(1) == 1 and x.stride(0) > cols else "?"
+
+
+def test_the_layout_trials_give_each_kind_of_layout(write):
+    """Red teams 21, 25, 29, 33: every trial's inputs were contiguous; then each layout trial tried one property
+    alone (dense column-major at offset 0, row-major gaps of unit inner stride filled with zeros). A 2-dim
+    input now gets five, each of a fixed kind, all at a storage offset, the memory outside the view NaN:
+    column-major, row-major with gaps and every second element, rows with a pitch, contiguous, column-major with
+    gaps (none with `layouts = false`); the edits never anchor on them, and the other trials stay contiguous."""
     t = _task(write, SCALED)
     for seed in range(6):
         trials = _trials(t, seed)
-        other = [tr for tr in trials if trials_mod.LAYOUT in tr.name]
-        strided = [o for o in other if not o.inputs[0].is_contiguous()]
-        shifted = [o.inputs[0] for o in other if o.inputs[0].is_contiguous()]
-        assert len(other) == 3 and len(strided) == 2, [tr.name for tr in trials]
-        assert len(shifted) == 1 and 1 <= shifted[0].storage_offset() <= 7
-        x0, x1 = sorted((o.inputs[0] for o in strided), key=lambda x: x.stride(0))
-        assert x0.stride(0) == 1 and x1.stride(1) == 1 and x1.stride(0) > x1.shape[1]    # the order; the gaps
+        other = [tr.inputs[0] for tr in trials if trials_mod.LAYOUT in tr.name]
+        assert sorted(map(_layout_kind, other)) == sorted(["column-major", "gaps, every second element",
+                                                           "rows with a pitch", "shifted", "column-major with gaps"]), \
+            [tr.name for tr in trials]
+        assert all(1 <= x.storage_offset() and _outside_is_poison(x) for x in other)
         assert all(tr.inputs[0].is_contiguous() and not tr.inputs[0].storage_offset()
-                   for tr in trials if all(tr is not o for o in other))
+                   for tr in trials if trials_mod.LAYOUT not in tr.name)
     t.contract = Contract(layouts=False)
     assert not any(trials_mod.LAYOUT in tr.name for tr in _trials(t))
 
 
 def test_the_gap_trial_has_gaps_in_every_dim_and_an_offset(write):
-    """Red teams 25, 27: inputs with gaps in memory, in every dim (not only the last: a pitched-rows kernel),
-    starting past the buffer's first element (a kernel ignoring storage_offset)."""
+    """Red teams 25, 27, 33: inputs with gaps in memory, in every dim (not only the last: a pitched-rows kernel),
+    every second innermost element (a kernel assuming a unit inner stride), starting past the buffer's first
+    element (a kernel ignoring storage_offset)."""
     t = _task(write, SCALED.replace("torch.randn(16, 12)", "torch.randn(4, 6, 16, 12)"))
-    gap = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and not tr.inputs[0].is_contiguous()
-           and tr.inputs[0].storage_offset()]
+    gap = [tr.inputs[0] for tr in _trials(t) if trials_mod.LAYOUT in tr.name and tr.inputs[0].stride(-1) == 2]
     assert len(gap) == 1, [tr.name for tr in _trials(t)]
-    x = gap[0].inputs[0]
-    dense = [x.shape[3], x.shape[2] * x.stride(2), x.shape[1] * x.stride(1)]
-    assert x.stride(3) == 1 and x.stride(2) > dense[0] and x.stride(1) > dense[1] and x.stride(0) > dense[2]
+    x = gap[0]
+    assert x.storage_offset() >= 1 and x.stride(2) > 2 * x.shape[3] and x.stride(1) > x.shape[2] * x.stride(2) \
+        and x.stride(0) > x.shape[1] * x.stride(1) and _outside_is_poison(x)
 
 
 def test_a_reference_flattening_by_view_gets_gaps_between_outer_entries(write):
     """Red team 27: `.view` refuses column-major, the secret order and gaps everywhere, so no input was ever
-    non-contiguous; gaps between the outer entries at an offset, which `.view` over the inner dims takes."""
+    non-contiguous; gaps between the outer entries at an offset, which `.view` over the inner dims takes (in the
+    gap trial's place, and as a layout trial of its own: red team 33)."""
     t = _task(write, SCALED.replace("return x * alpha + k", "return x.view(x.shape[0], -1) * alpha + k")
                .replace("torch.randn(16, 12)", "torch.randn(8, 4, 6)"))
     other = [tr for tr in _trials(t) if trials_mod.LAYOUT in tr.name and not tr.inputs[0].is_contiguous()]
-    assert len(other) == 1, [tr.name for tr in _trials(t)]
-    x = other[0].inputs[0]
-    assert x.storage_offset() > 0 and x.stride()[1:] == (6, 1) and x.stride(0) > 24
+    assert len(other) == 2, [tr.name for tr in _trials(t)]
+    for tr in other:
+        x = tr.inputs[0]
+        assert x.storage_offset() > 0 and x.stride()[1:] == (6, 1) and x.stride(0) > 24 and _outside_is_poison(x)
 
 
 def test_one_trial_has_exact_special_values_where_the_reference_takes_them(write):
