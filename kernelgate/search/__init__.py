@@ -199,9 +199,13 @@ class Search:
         """The confirmation calls this without `history`: the full gate, always."""
         # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
         build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(contender(self.history))))
+        # the judgement within that too; a confirmation (no history) spends the time kept for it, up to the
+        # promise (the budget plus 10%)
+        judge_by = None if history else self.planner.at(1.1)
         try:
             return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
-                                                 self.scfg.variant_trials if history else 0, profile_min)
+                                                 self.scfg.variant_trials if history else 0, profile_min,
+                                                 judge_by=judge_by)
         finally:
             self._sync_baselines()
 

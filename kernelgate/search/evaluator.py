@@ -120,16 +120,17 @@ class Evaluator:
     def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
                        build_timeout: float | None = None, history: Sequence[Evaluation] = (),
                        variant_trials: int = 0, profile_min: float = 0.0,
-                       on_accept: Callable[[], None] | None = None) -> Evaluation:
+                       on_accept: Callable[[], None] | None = None, judge_by: float | None = None) -> Evaluation:
         """The gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
         at `deadline`, at least 2), then a profile (skipped past the deadline, and below `profile_min` times the
         baseline). The full gate, except for a parametric variant of a family in `history` that passed it
         (policy.variant_anchor): `variant_trials` main trials then, every other check as always.
         `on_accept`: called once the candidate has passed the gate, before it is timed (kernelgate submit
-        readies the baselines there, so a rejected candidate costs no baseline build)."""
+        readies the baselines there, so a rejected candidate costs no baseline build). `judge_by`
+        (time.monotonic()): when the judgement must be done; by default `build_timeout` from its start."""
         with self.phases.candidate(c.id):
             return self._judge_and_time(c, tcfg, profile, deadline, build_timeout, history, variant_trials,
-                                        profile_min, on_accept)
+                                        profile_min, on_accept, judge_by)
 
     def candidate_path(self, c: Candidate) -> Path:
         """Where a candidate's file is written (and judged from)."""
@@ -147,7 +148,8 @@ class Evaluator:
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None,
                         build_timeout: float | None, history: Sequence[Evaluation], variant_trials: int,
-                        profile_min: float, on_accept: Callable[[], None] | None = None) -> Evaluation:
+                        profile_min: float, on_accept: Callable[[], None] | None = None,
+                        judge_by: float | None = None) -> Evaluation:
         ph = self.phases
         path = self.candidate_path(c)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +163,10 @@ class Evaluator:
         if reduced:
             cfg = replace(cfg, trials=trials)
         # the judgement ends within what is left of the budget too (a big task's trials take seconds each)
+        if judge_by is None and build_timeout is not None:
+            judge_by = time.monotonic() + build_timeout
         verdict, s = judge_session(self.task, spec, cfg, self.spares, phase=ph.timed, reduced=reduced,
-                                   deadline=None if build_timeout is None else time.monotonic() + build_timeout)
+                                   deadline=judge_by)
         ev = Evaluation(c, verdict)
         if verdict.accepted:
             try:
