@@ -48,6 +48,8 @@ def build(task: Task, names: list[str] | tuple[str, ...], cfg: GateConfig, say: 
             say(f"baseline {name}: building")
             s.build(compile_options={} if name == "compile" else None, baseline=True)
             s.call(task.given)         # the first call: torch.compile compiles here, and counts as building
+            if task.lean:              # its data (a task's worth on the device, its regions on the host) goes back
+                s.release()            # until it is timed (gate/memory.py)
             built[name] = s
         except Rejected as r:
             s.worker.close()

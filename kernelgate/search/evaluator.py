@@ -57,8 +57,9 @@ class Evaluator:
         """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
         only those within 10% of the faster stay alive. The faster one is profiled."""
         with self.phases.timed("baselines"):
+            # the lean memory plan holds one implementation's call at a time: no compile beside the candidates
             b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for,
-                                    overlap=True)
+                                    overlap=not self.task.lean)
         self._baselines, self._profile_baseline = b, profile
         self._take(b)
 

@@ -159,3 +159,32 @@ def test_measure_freezes_bystanders_throughout_even_on_failure(monkeypatch):
     with pytest.raises(RuntimeError):
         measure_mod.measure(None, {}, None, None, None, bystanders=(Bystander(),))
     assert log[-2:] == ["pause", "resume"]
+
+
+@pytest.mark.slow
+def test_lean_baselines_give_their_first_calls_memory_back_and_build_one_at_a_time(tmp_path, monkeypatch):
+    """The lean memory plan holds one implementation's call at a time: a baseline's first call (torch.compile
+    compiles there) is followed by a release - its device data and both shared regions go back (on the H200 the
+    two baselines' first calls held a task's worth each beside every candidate's: 4.2-5.1x) - and a search
+    builds the compile baseline before the candidates, not beside them."""
+    from kernelgate import workload
+    from kernelgate.gate.task import prepare
+    from kernelgate.search import evaluator as ev_mod
+    ref = tmp_path / "ref.py"
+    ref.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+                   "def get_inputs():\n    return [torch.randn(512, 1024)]\ndef get_init_inputs():\n    return []\n")
+    task = prepare(workload.Spec(str(ref), "Model"), "cpu", Contract(), "lean")
+    built, unavailable, _ = baselines.build(task, ["eager"], GateConfig(memory="lean"), lambda m: None)
+    try:
+        w = built["eager"].worker
+        assert not unavailable and w._in is None and w._out is None and not built["eager"].pooled
+    finally:
+        for s in built.values():
+            s.worker.close()
+    seen = {}
+    monkeypatch.setattr(ev_mod.baselines_mod, "ready", lambda *a, **k: seen.update(k) or (_ for _ in ()).throw(
+        RuntimeError("stop")))
+    e = ev_mod.Evaluator(task, GateConfig(memory="lean"), tmp_path, [], lambda m: None)
+    with pytest.raises(RuntimeError, match="stop"):
+        e.baselines(Store(str(tmp_path / "s.sqlite")), TimingConfig(), None, False)
+    assert seen["overlap"] is False
