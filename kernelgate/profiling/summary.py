@@ -27,6 +27,8 @@ def observe(session: Any, *, warmup: int = 1, forwards: int = 3) -> dict[str, An
     task = session.task
     prof, arts = launches.profile_live(session, task.given, warmup=warmup, forwards=forwards,
                                        artifacts=not task.device.startswith("cpu"))
+    if getattr(task, "lean", False):      # the lean memory plan: the profile's data goes back (its cache, regions)
+        session.release()
     b = bottleneck.classify(task.floor, prof)
     return {"bound": b.kind, "bottleneck": b.line, "kernels_per_forward": round(prof.kernels_per_forward, 3),
             "gap_share": round(prof.gap_share, 4), "forward_us": round(prof.forward_median_us, 3),
