@@ -1,11 +1,12 @@
 """Other memory layouts of the same values, for the layout trials (gate/trials.py): column-major at an offset,
 a secret order with a middle dim innermost, gaps in every dim with every second innermost element at an offset,
 gaps between outer entries at an offset, contiguous at an offset, column-major with gaps at an offset. The
-memory outside the view (gaps, the part before the offset) holds NaN (integers: their largest value, bools:
-True), so a kernel reading it is wrong. Pure functions of a tensor and the task's secret seed."""
+memory outside the view (gaps, the part before the offset) holds other values of the tensor's own, so a kernel
+reading it is wrong. Pure functions of a tensor and the task's secret seed."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import torch
@@ -37,15 +38,15 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     0: the dims' order in memory reversed (column-major), dense, at an offset of 1-7 elements;
     1: another order of `memory_orders`, drawn by `seed` (a kernel right for row-major, column-major and a few
        layouts it special-cases and wrong for the rest, channels_last included, meets one it does not know: red
-       teams 23, 24), dense, at offset 0;
+       teams 23, 24), dense, at offset 0 (2 dims: column-major at offset 0);
     2: row-major with gaps in every dim and every second innermost element, at an offset (`_gapped`; a vector
        every second or third element);
     3: gaps between outer entries only, at an offset (`_outer_gaps`: 2-D rows with a pitch, a slice along a
        middle dim; red team 33);
     4: contiguous at an offset (`_shifted`);
     5: the dims' order reversed with gaps in every dim, at an offset (a column pitch: red team 33).
-    None when that is no other layout (fewer than two dims of size > 1 for another order; no second order for 2
-    dims; fewer than 2 elements)."""
+    None when that is no other layout (fewer than two dims of size > 1 for another order; fewer than 2
+    elements)."""
     if which == 2:
         return _gapped(x, seed, tuple(range(x.dim())), 2) if x.dim() > 1 else _vector(x, seed)
     if which == 3:
@@ -59,36 +60,40 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
         return _gapped(x, seed, orders[0], 1)
     if which == 0:
         choices = orders[:1]
-    else:
-        choices = orders[1:]
+    else:           # (2 dims: column-major again, at offset 0)
+        choices = orders[1:] or orders[:1]
         random.Random(seed * 1000003 + x.dim()).shuffle(choices)
     off = random.Random(seed * 2003 + x.dim()).randint(1, 7) if which == 0 else 0
     for order in choices:
-        y = _dense(x, order, off)
+        y = _dense(x, order, off, seed)
         if y.stride() != x.stride() and not y.is_contiguous():
             return y
     return None
 
 
-def _poison(shape: list[int], x: torch.Tensor) -> torch.Tensor:
-    """A buffer of `shape` for x's values, holding what no honest read of x sees: NaN (integers: their largest
-    value; bools: True)."""
-    if x.dtype.is_floating_point or x.dtype.is_complex:
-        fill: object = float("nan")
-    elif x.dtype == torch.bool:
-        fill = True
-    else:
-        fill = torch.iinfo(x.dtype).max
-    return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+def _decoy(shape: list[int], x: torch.Tensor, seed: int) -> torch.Tensor:
+    """A buffer of `shape` for x's values, every element one of x's own values (x flattened, rotated by a secret
+    amount, repeated): what a kernel reads outside the view is plausible and wrong. Not NaN, a largest integer or
+    True (red team 34: `nan_to_num`, a range mask and `all()` read those as no data, and a NaN before the view
+    told a trial from a caller's tensor)."""
+    flat = x.detach().reshape(-1)
+    n, m = math.prod(shape), flat.numel()
+    buf = torch.empty(n, dtype=x.dtype, device=x.device)
+    pos, src = 0, random.Random(seed * 31337 + n).randrange(m) if m else 0
+    while pos < n and m:
+        k = min(m - src, n - pos)
+        buf[pos:pos + k] = flat[src:src + k]
+        pos, src = pos + k, (src + k) % m
+    return buf.view(shape)
 
 
 def _inverse(order: tuple[int, ...]) -> list[int]:
     return [order.index(i) for i in range(len(order))]
 
 
-def _dense(x: torch.Tensor, order: tuple[int, ...], off: int) -> torch.Tensor:
+def _dense(x: torch.Tensor, order: tuple[int, ...], off: int, seed: int) -> torch.Tensor:
     """x's values dense in memory order `order` (outermost first), `off` elements into its buffer."""
-    flat = _poison([off + x.numel()], x)
+    flat = _decoy([off + x.numel()], x, seed)
     y = flat[off:].view([x.shape[d] for d in order]).permute(_inverse(order))
     y.copy_(x.detach())
     return y
@@ -111,7 +116,7 @@ def _gapped(x: torch.Tensor, seed: int, order: tuple[int, ...], step: int) -> to
         starts[max(range(x.dim()), key=lambda d: pads[d])] = 1
     ext = [n + p for n, p in zip(shape, pads)]
     ext[-1] = step * shape[-1] + pads[-1]
-    big = _poison(ext, x)
+    big = _decoy(ext, x, seed)
     index = [slice(a, a + n) for a, n in zip(starts, shape)]
     index[-1] = slice(starts[-1], starts[-1] + step * shape[-1], step)
     y = big[tuple(index)].permute(_inverse(order))
@@ -125,7 +130,7 @@ def _vector(x: torch.Tensor, seed: int) -> torch.Tensor | None:
         return None
     r = random.Random(seed * 7919 + x.dim())
     step = r.choice((2, 3))
-    big = _poison([step * x.shape[0] + step], x)
+    big = _decoy([step * x.shape[0] + step], x, seed)
     y = big[r.randint(1, step)::step][:x.shape[0]]
     y.copy_(x.detach())
     return y
@@ -141,7 +146,7 @@ def _outer_gaps(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     r = random.Random(seed * 104729 + x.dim())
     n0, inner = x.shape[0], max(1, x.numel() // max(1, x.shape[0]))
     pitch, off = inner + r.randint(1, 3), r.randint(1, 7)
-    flat = _poison([off + n0 * pitch], x)
+    flat = _decoy([off + n0 * pitch], x, seed)
     y = flat[off:].view(n0, pitch)[:, :inner].view(x.shape)
     y.copy_(x.detach())
     return y
@@ -155,7 +160,7 @@ def _shifted(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     if x.numel() == 0:
         return None
     off = random.Random(seed * 65537 + x.dim()).randint(1, 7)
-    flat = _poison([off + x.numel()], x)
+    flat = _decoy([off + x.numel()], x, seed)
     y = flat[off:].view(x.shape)
     y.copy_(x.detach())
     return y

@@ -94,19 +94,21 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     others = [i for i in range(1, n) if i != anchor]       # the edits keep their anchor's layout
     plain = [i for i in others if i not in flip_at]         # trials with nothing else on them: one is kept so
     pick = plain if len(plain) > 1 else [i for i in others if i in flip_at] or others    # (a short plan's)
-    # the layout trials (layouts.LAYOUTS; another order only where an input has 3 or more dims): on trials with
-    # nothing else on them, one of those kept so, then on those with negated parameters (a short plan has fewer)
-    deep = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 3 for x in task.given)
+    # the layout trials (layouts.LAYOUTS): on trials with nothing else on them, one of those kept so, then on
+    # those with negated parameters, then trials of their own
     keep = r.choice(plain) if plain else -1
     slots = [[i for i in pick if i != keep], [i for i in others if i not in pick and i != keep]]
     layout_of: dict[int, int] = {}
+    left: list[int] = []                # kinds no main trial is left for: trials of their own after the main ones
+    multi = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 2 for x in task.given)
     for which in (LAYOUTS if task.contract.layouts else ()):
-        if which == 1 and not deep:
+        if which in (0, 1, 5) and not multi:        # another order of the dims: none for vectors
             continue
         src = slots[0] or slots[1]
-        if not src:
-            break
-        layout_of[src.pop(r.randrange(len(src)))] = which
+        if src:
+            layout_of[src.pop(r.randrange(len(src)))] = which
+        else:
+            left.append(which)
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
     specials_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
@@ -129,6 +131,11 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
             else:
                 yield trial
             trial = None
+        for which in left:                  # (red team 34: a 4-D input's sixth kind had no main trial left)
+            pr.loaded = None
+            t = r.choice(others) if others else 0
+            name, xs, state = _main_trial(task, pr, g, r, t, [], half, which)
+            yield name.replace(f"trial {t + 1} (", f"trial {t + 1}, another draw (", 1), xs, state
     finally:
         pr.restore()
 

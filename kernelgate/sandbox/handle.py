@@ -94,13 +94,18 @@ def snapshot(xs: list) -> list:
     page faults, and as much again to compare; the lean plan allows the worker one input's worth more than the
     forward during a call, and it gives its cache back after: docs/GATE.md), of their whole storage where it
     holds more than the view; None for non-tensors."""
-    return [_whole(x).clone() if isinstance(x, torch.Tensor) else None for x in xs]
+    return [(_whole(x).clone(), _meta(x)) if isinstance(x, torch.Tensor) else None for x in xs]
+
+
+def _meta(x: torch.Tensor) -> tuple:
+    return tuple(x.shape), x.stride(), x.storage_offset(), x.dtype
 
 
 def changed(xs: list, snaps: list) -> list[int]:
-    """Indices of inputs whose bits (their whole storage's, as `snapshot` took them) differ from their snapshot."""
+    """Indices of inputs whose bits (their whole storage's, as `snapshot` took them) or whose shape, strides,
+    offset or dtype (red team 34: `x.t_()` on the caller's tensor) differ from their snapshot."""
     return [i for i, (x, s) in enumerate(zip(xs, snaps))
-            if s is not None and not (type(x) is torch.Tensor and _same_bits(_whole(x), s))]
+            if s is not None and not (type(x) is torch.Tensor and _meta(x) == s[1] and _same_bits(_whole(x), s[0]))]
 
 
 def contiguous(ts: list) -> list:

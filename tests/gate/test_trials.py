@@ -336,11 +336,13 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
 
 
 def _outside_is_poison(x: torch.Tensor) -> bool:
-    """Every element of x's storage outside its view (gaps, the part before its offset) is NaN."""
+    """Every element of x's storage outside its view (gaps, the part before its offset) is one of the view's own
+    values (plausible and wrong for a kernel reading there; no NaN or sentinel to tell a trial by)."""
     total = x.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
     inside = torch.zeros(total, dtype=torch.bool)
     inside[torch.arange(total).as_strided(x.shape, x.stride(), x.storage_offset()).reshape(-1)] = True
-    return bool(x.as_strided((total,), (1,), 0)[~inside].isnan().all())
+    outside = x.as_strided((total,), (1,), 0)[~inside]
+    return bool(torch.isin(outside, x.reshape(-1)).all()) and not bool(outside.isnan().any())
 
 
 def _layout_kind(x: torch.Tensor) -> str:
@@ -357,17 +359,19 @@ def _layout_kind(x: torch.Tensor) -> str:
 def test_the_layout_trials_give_each_kind_of_layout(write):
     """Red teams 21, 25, 29, 33: every trial's inputs were contiguous; then each layout trial tried one property
     alone (dense column-major at offset 0, row-major gaps of unit inner stride filled with zeros). A 2-dim
-    input now gets five, each of a fixed kind, all at a storage offset, the memory outside the view NaN:
-    column-major, row-major with gaps and every second element, rows with a pitch, contiguous, column-major with
-    gaps (none with `layouts = false`); the edits never anchor on them, and the other trials stay contiguous."""
+    input now gets six, each of a fixed kind, the memory outside the view holding other values of its own:
+    column-major at an offset and at 0, row-major with gaps and every second element, rows with a pitch,
+    contiguous at an offset, column-major with gaps (none with `layouts = false`); kinds no main trial is left for
+    are trials of their own (red team 34); the edits never anchor on them, and the other trials stay contiguous."""
     t = _task(write, SCALED)
     for seed in range(6):
         trials = _trials(t, seed)
         other = [tr.inputs[0] for tr in trials if trials_mod.LAYOUT in tr.name]
-        assert sorted(map(_layout_kind, other)) == sorted(["column-major", "gaps, every second element",
+        assert sorted(map(_layout_kind, other)) == sorted(["column-major", "column-major", "gaps, every second element",
                                                            "rows with a pitch", "shifted", "column-major with gaps"]), \
             [tr.name for tr in trials]
-        assert all(1 <= x.storage_offset() and _outside_is_poison(x) for x in other)
+        assert sorted(x.storage_offset() == 0 for x in other) == [False] * 5 + [True]
+        assert all(_outside_is_poison(x) for x in other if x.storage_offset() or not x.is_contiguous())
         assert all(tr.inputs[0].is_contiguous() and not tr.inputs[0].storage_offset()
                    for tr in trials if trials_mod.LAYOUT not in tr.name)
     t.contract = Contract(layouts=False)

@@ -125,3 +125,25 @@ def test_same_bits_reads_inputs_of_any_layout_in_place_and_sees_nan_payloads(dty
     else:
         x[3, 4] = ~x[3, 4] if dtype is torch.bool else x[3, 4] + 1
         assert h.changed([x], [snap]) == [0]
+
+
+def test_changes_outside_the_view_and_to_the_tensors_own_shape_count_as_changes():
+    """Red teams 33, 34: writing into an input's gaps or before its offset writes over the caller's data, and
+    `x.t_()` changes the caller's tensor without touching a byte: both are changes."""
+    from kernelgate.sandbox import handle as h
+    big = torch.randn(8, 12)
+    x = big[1:, :10]
+    snap = h.snapshot([x])
+    assert h.changed([x], snap) == []
+    big[0, 0] = 5.0                                  # before the view
+    assert h.changed([x], snap) == [0]
+    snap = h.snapshot([x])
+    big[2, 11] = 7.0                                 # in a row's gap
+    assert h.changed([x], snap) == [0]
+    snap = h.snapshot([x])
+    x.t_()
+    assert h.changed([x], snap) == [0]
+    y = torch.randn(4, 4)
+    snap = h.snapshot([y])
+    y.t_()                                           # square, same storage: the strides changed
+    assert h.changed([y], snap) == [0]
