@@ -159,8 +159,4 @@ def _shifted(x: torch.Tensor, seed: int) -> torch.Tensor | None:
     None for an empty tensor."""
     if x.numel() == 0:
         return None
-    off = random.Random(seed * 65537 + x.dim()).randint(1, 7)
-    flat = _decoy([off + x.numel()], x, seed)
-    y = flat[off:].view(x.shape)
-    y.copy_(x.detach())
-    return y
+    return _dense(x, tuple(range(x.dim())), random.Random(seed * 65537 + x.dim()).randint(1, 7), seed)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-
+from .ipc import span
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -52,7 +52,7 @@ def to_device(x: Any, device: str) -> Any:
     if x.device.type == d.type and (d.index is None or x.device.index == d.index) or x.numel() == 0 \
             or (x.is_contiguous() and x.storage_offset() == 0):
         return x.to(device)
-    extent = x.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    extent = x.storage_offset() + span(x.shape, x.stride())
     base = torch.empty(extent, dtype=x.dtype, device=device)
     y = base.as_strided(x.shape, x.stride(), x.storage_offset())
     y.copy_(x)

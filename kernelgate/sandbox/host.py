@@ -583,10 +583,7 @@ class Worker:
         if self._regions is not None:
             self._regions.close()
             self._regions = None
-        for region in (self._in, self._out):
-            if region is not None:
-                region.close()
-        self._in = self._out = None
+        self.shed()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "Worker":

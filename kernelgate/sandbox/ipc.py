@@ -218,7 +218,7 @@ class Regions:
 MAX_SPREAD = 4
 
 
-def _span(shape: Any, strides: Any) -> int:
+def span(shape: Any, strides: Any) -> int:
     """Elements from a view's first to its last, inclusive (non-negative strides; 0 for an empty view)."""
     if any(n == 0 for n in shape):
         return 0
@@ -234,8 +234,8 @@ def _laid_out(t: torch.Tensor) -> int:
     otherwise (contiguous, or strides the region does not carry)."""
     if t.is_contiguous() or any(st < 0 for st in t.stride()):
         return 0
-    span, shift = _span(t.shape, t.stride()), t.storage_offset()
-    return shift + span if _strided_ok(t.numel(), span, shift) else 0
+    extent, shift = span(t.shape, t.stride()), t.storage_offset()
+    return shift + extent if _strided_ok(t.numel(), extent, shift) else 0
 
 
 def _eligible(t: Any, strided: bool = False) -> bool:
@@ -339,17 +339,16 @@ def _read(ref: Any, bulk: Bulk | None, device: str, strided: bool = False) -> to
         raise ValueError(f"shared-memory reference out of bounds: {ref!r}")
     gpu = device.startswith("cuda")
     if strides is not None:
-        span = _span(shape, strides)
-        if not _strided_ok(math.prod(shape), span, shift) or (shift + span) * dtype.itemsize != n:
+        extent = span(shape, strides)
+        if not _strided_ok(math.prod(shape), extent, shift) or (shift + extent) * dtype.itemsize != n:
             raise ValueError(f"shared-memory reference out of bounds: {ref!r}")
+    if gpu:
+        bulk.for_gpu()
+    if strides is not None:
         flat = bulk.buf[start:start + n].view(dtype)
-        if gpu:
-            bulk.for_gpu()
         base = flat.to(device, copy=True) if gpu else hostmem.host_empty(flat.shape, dtype).copy_(flat)
         return base.as_strided(shape, strides, shift)
     view = bulk.buf[start:start + n].view(dtype).view(shape)
-    if gpu:
-        bulk.for_gpu()
     if shift:             # a contiguous view into a larger buffer (the layout trial that shifts inputs) stays one
         base = torch.empty(shift + view.numel(), dtype=dtype, device=device)
         return base[shift:].view(shape).copy_(view)
