@@ -59,6 +59,13 @@ class Expected:
             ok, msg = lowprec.check_requant(c.cpu(), self.grid, self.one_step)
             return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
         if nonfinite_inputs:
+            if self.g.numel() and b.dtype.is_floating_point and not bool(torch.isfinite(self.g).any()):
+                # non-finite everywhere (a loss, a norm over everything): so must the candidate's be (red team 35:
+                # a loss that drops its non-finite terms hides a diverged run behind a plausible number)
+                bad = int(torch.isfinite(c).sum())
+                return Check(label, bad == 0, "non-finite everywhere, as the reference's" if bad == 0 else
+                             f"finite at {bad} of {c.numel()} positions where the reference's output is non-finite "
+                             "everywhere (its NaN/Inf inputs reach every output): non-finite inputs were dropped")
             c = correctness.unjudged_where_nonfinite(c, self.g)
         if not _on(c, self.compute):             # else already where the comparison runs (the lean plan's GPU)
             c = c.to(self.g.device)

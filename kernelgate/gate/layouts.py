@@ -71,11 +71,16 @@ def relayout(x: torch.Tensor, which: int = 0, seed: int = 0) -> torch.Tensor | N
     return None
 
 
+_CHUNK = 1 << 24
+
+
 def _decoy(shape: list[int], x: torch.Tensor, seed: int) -> torch.Tensor:
-    """A buffer of `shape` for x's values, every element one of x's own values (x flattened, rotated by a secret
-    amount, repeated): what a kernel reads outside the view is plausible and wrong. Not NaN, a largest integer or
-    True (red team 34: `nan_to_num`, a range mask and `all()` read those as no data, and a NaN before the view
-    told a trial from a caller's tensor)."""
+    """A buffer of `shape` for x's values, filled with values like x's (x flattened, rotated by a secret amount,
+    repeated; floats each scaled by a secret factor in [0.75, 1]): what a kernel reads outside the view is
+    plausible and wrong, and no value of the view's own (red team 35 told a trial from a caller's tensor by
+    finding the view's values outside it). Not NaN, a largest integer or True (red team 34: `nan_to_num`, a
+    range mask and `all()` read those as no data, and a NaN before the view told a trial from a caller's
+    tensor); never past x's own magnitude (no overflow)."""
     flat = x.detach().reshape(-1)
     n, m = math.prod(shape), flat.numel()
     buf = torch.empty(n, dtype=x.dtype, device=x.device)
@@ -84,6 +89,12 @@ def _decoy(shape: list[int], x: torch.Tensor, seed: int) -> torch.Tensor:
         k = min(m - src, n - pos)
         buf[pos:pos + k] = flat[src:src + k]
         pos, src = pos + k, (src + k) % m
+    if buf.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        g = torch.Generator(device=buf.device).manual_seed(seed * 7919 + n)
+        for a in range(0, n, _CHUNK):             # a block at a time (a task's worth more on the device, else)
+            part = buf[a:a + _CHUNK]
+            part.mul_(torch.empty(part.shape, dtype=torch.float32, device=buf.device)
+                      .uniform_(0.75, 1.0, generator=g).to(buf.dtype))
     return buf.view(shape)
 
 

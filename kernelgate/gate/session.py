@@ -313,7 +313,10 @@ class Session:
         seed = secrets.randbits(62)          # drawn after the candidate is constructed
         t = self.task
         loads = 0
-        for trial in iter_trials(t, seed, main_count(t, self.cfg.trials)):      # one trial's data held at a time
+        # one trial, a secret, is called twice on the same inputs (full plan): a memo may hand back the output it
+        # returned before, which the caller still holds (the worker reads the earlier call's tensors: sandbox/history.py)
+        again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
+        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials))):   # one trial's data at a time
             if trial.state is not None:       # every other load sets the versions back, as a `.data` write (jobs.load)
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 2 == 1}, self.cfg.call_timeout,
                              "load_state_dict")
@@ -323,6 +326,9 @@ class Session:
             with self.judging():
                 runs = t.oracle.run(trial.inputs)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
+                if k == again:
+                    self.check_outputs(f"{trial.name}, called again on the same inputs", trial.inputs, runs,
+                                       self.call(trial.inputs))
                 del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
             del trial, reply
@@ -358,8 +364,8 @@ class Session:
         """The timed loops' input pool, and the RMS of each entry's inputs (the judge's figures, so that it
         rebuilds a timed iteration's inputs bit for bit wherever it keeps the pool)."""
         rms = [timing.rms(xs, scalable) for xs in pool]
-        self.request({"op": "pool", "pool": pool, "scalable": scalable, "rms": rms}, self.cfg.call_timeout,
-                     "input pool")
+        self.request({"op": "pool", "pool": pool, "scalable": scalable, "rms": rms, "lean": self.task.lean},
+                     self.cfg.call_timeout, "input pool")
         self.pooled = True
 
     def release(self, shed: bool = True) -> None:

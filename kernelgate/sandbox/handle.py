@@ -98,18 +98,25 @@ def snapshot(xs: list) -> list:
 
 
 def _meta(x: torch.Tensor) -> tuple:
-    return tuple(x.shape), x.stride(), x.storage_offset(), x.dtype
+    """What the caller's tensor is besides its bits: shape, strides, offset, dtype, the memory it lives in (red
+    team 35: `set_` onto a copy, the caller's buffer zeroed) and the negative and conjugate bits (a negative bit
+    set on the caller's tensor negates every later read of it)."""
+    st = x.untyped_storage()
+    return (tuple(x.shape), x.stride(), x.storage_offset(), x.dtype, st.data_ptr(), st.nbytes(), x.is_neg(),
+            x.is_conj())
 
 
 def changed(xs: list, snaps: list) -> list[int]:
     """Indices of inputs whose bits (their whole storage's, as `snapshot` took them) or whose shape, strides,
-    offset or dtype (red team 34: `x.t_()` on the caller's tensor) differ from their snapshot."""
+    offset, dtype (red team 34: `x.t_()` on the caller's tensor), storage or negative/conjugate bits differ from
+    their snapshot."""
     return [i for i, (x, s) in enumerate(zip(xs, snaps))
             if s is not None and not (type(x) is torch.Tensor and _meta(x) == s[1] and _same_bits(_whole(x), s[0]))]
 
 
 def contiguous(ts: list) -> list:
-    return [t.contiguous() if isinstance(t, torch.Tensor) else t for t in ts]
+    """The tensors contiguous, their negative and conjugate bits applied (the bytes that travel are the values)."""
+    return [t.resolve_conj().resolve_neg().contiguous() if isinstance(t, torch.Tensor) else t for t in ts]
 
 
 def empties(specs: list, device: str) -> list[torch.Tensor]:

@@ -479,8 +479,9 @@ class Worker:
             self.kill()
             raise WorkerFailure(Reason.CRASH, "malformed reply from the worker")
         if "error" in reply:
-            reason = {"build_error": Reason.BUILD_ERROR, "exit": Reason.EXIT,
-                      "output_type": Reason.OUTPUT_TYPE, "introspection": Reason.INTROSPECTION}.get(reply["error"], Reason.CRASH)
+            reason = {"build_error": Reason.BUILD_ERROR, "exit": Reason.EXIT, "output_type": Reason.OUTPUT_TYPE,
+                      "introspection": Reason.INTROSPECTION, "input_mutated": Reason.INPUT_MUTATED,
+                      "aliasing": Reason.ALIASING}.get(reply["error"], Reason.CRASH)
             raise WorkerFailure(reason, str(reply.get("message", "")), str(reply.get("traceback", "")))
         return reply
 
@@ -497,13 +498,16 @@ class Worker:
         """Large tensors into the judge->worker region (grown as needed); name both regions in the message."""
         need = ipc.bulk_bytes(msg, strided=True)
         if need and (self._in is None or self._in.size < need):
-            if self._in is not None:
+            size = ipc.grown(self._in.size if self._in else 0, need)
+            if self._in is not None:           # gone before the new one is made: never both reserved here
                 self._in.close()
-            self._in = ipc.Bulk.create(max(need, 2 * self._in.size if self._in else 0))
+                self._in = None
+            self._in = ipc.Bulk.create(size)
         wants = self._out is not None or msg.get("op") in ipc.BULK_REPLIES
         if self.reply_capacity and wants and (self._out is None or self._out.size < self.reply_capacity):
             if self._out is not None:
                 self._out.close()
+                self._out = None
             self._out = ipc.Bulk.create(self.reply_capacity)
         packed = ipc.pack(msg, self._in, strided=True) if need else dict(msg)
         packed["_bulk"] = [self._in.ident, self._in.size] if self._in else None

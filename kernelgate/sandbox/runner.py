@@ -284,3 +284,11 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
 
     arm.seal = seal
     return call, arm, trash.append
+
+
+def stack_bytes() -> int:
+    """The harness thread's stack: what the main thread may grow to (RLIMIT_STACK), at least 8 MiB (glibc gives a
+    thread 2 MiB where that limit is unlimited; deep compiler recursion needs more)."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return 64 << 20 if soft == resource.RLIM_INFINITY else min(max(soft, 8 << 20), 256 << 20)

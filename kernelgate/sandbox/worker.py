@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from ..digest import digests  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
-from . import audit, handle, ipc, jobs, loop, prebuild, runner  # noqa: E402
+from . import audit, handle, history, ipc, jobs, loop, prebuild, runner  # noqa: E402
 from .guard import Guard  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
@@ -50,7 +50,9 @@ class Harness:
         self.pool: list[list[Any]] = []
         self.scalable: list[Any] = []         # per input: True, False or a domain [low, high] (loop.fresh)
         self.rms: list[list[float]] = []
+        self.lean = False                     # the lean memory plan's timed calls (op_pool)
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
+        self.earlier = history.Earlier()          # the previous judged call's tensors, read again after the next
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
         self.guard: Guard | None = None             # installed before the import (enforced for candidates)
@@ -112,7 +114,7 @@ class Harness:
         # the runner collects between jobs instead (`collect`)
         gc.disable()
         if self.call is None:
-            self.call, self.arm, self.dispose = runner.start(_stack_bytes(), self.fatal)
+            self.call, self.arm, self.dispose = runner.start(runner.stack_bytes(), self.fatal)
             self.call(jobs.prime, (self.device,))
             self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
             self.flags0 = self.numerics()
@@ -216,9 +218,7 @@ class Harness:
             return {"ok": True}
         lean = bool(msg.get("lean"))
         if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device
-            slot = int(msg.get("slot", 0))
-            for key in [k for k in self.slots if k[1] != slot]:
-                self.dispose(self.slots.pop(key))
+            self._only(int(msg.get("slot", 0)))
             self.flush()
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -233,14 +233,20 @@ class Harness:
         if tampered:                      # before anything else touches them
             return tampered
         desc = self._describe(out, in_ptrs, self.device)
+        raw = list(desc.get("tensors", []))
         if "error" not in desc:
             desc["tensors"] = handle.contiguous(desc["tensors"])
         changed = handle.changed(xs, snapshot)
-        del snapshot
+        # the previous call's inputs and outputs read again, this call's held (sandbox/history.py; full plan only)
+        earlier = None if lean or "error" in desc else self.earlier.check(xs, raw, _unclean)
+        self.dispose(self.earlier.take())
+        if not lean and "error" not in desc:
+            self.earlier.keep(xs, None if changed else snapshot, raw)
+        del snapshot, raw
         if lean and self.device.startswith("cuda"):
             torch.cuda.empty_cache()             # the snapshot's blocks: the judge's runs come next
-        if "error" in desc:
-            return desc
+        if "error" in desc or earlier:
+            return desc if "error" in desc else earlier
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
@@ -271,7 +277,7 @@ class Harness:
         self.scalable = msg["scalable"]
         # the judge's figures (it rebuilds timed inputs bit for bit from them, wherever it keeps the pool)
         self.rms = msg.get("rms") or [loop.rms(xs, self.scalable) for xs in self.pool]
-        self.batch = []                            # outputs of earlier loops belong to earlier plans
+        self.lean = bool(msg.get("lean"))          # the lean plan: timed calls keep one input buffer (a task's worth)
         return {"ok": True}
 
     def op_release(self, msg: dict) -> dict:
@@ -288,9 +294,15 @@ class Harness:
             torch.cuda.empty_cache()
         return {"ok": True}
 
+    def _only(self, slot: int) -> None:
+        """Drop the input buffers of the other slots (the lean plan holds one: each is a task's worth)."""
+        self.dispose([self.slots.pop(k) for k in [k for k in self.slots if k[1] != slot]])
+
     def _make(self, j: int, s: float, seed: int) -> list[Any]:
         """Fresh inputs written into the buffers the correctness trials used (the slot comes with the plan)."""
         slot = loop.slot(seed)
+        if self.lean:
+            self._only(slot)
         bufs = [self.slots.get((i, slot)) for i in range(len(self.pool[j]))]
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
@@ -420,12 +432,14 @@ class Harness:
             key = msg.pop("key", None) if type(msg) is dict else None
             if self.sign is None and type(key) is bytes:
                 self.sign = ipc.signer(key)      # the first request's, before any candidate code exists
-            self.in_bulk = self._attach(self.in_bulk, msg.pop("_bulk", None))
-            self.out_bulk = self._attach(self.out_bulk, msg.pop("_reply_bulk", None))
+            self.in_bulk = self._attach("in_bulk", msg.pop("_bulk", None))
+            self.out_bulk = self._attach("out_bulk", msg.pop("_reply_bulk", None))
             msg = ipc.unpack(msg, self.in_bulk, msg.get("device", self.device), strided=True)
             op = msg.get("op")
             if op == "exit":
                 return
+            if op not in ("call", "load", "observe"):   # the judge's own use of the buffers (timing, releases)
+                self.dispose(self.earlier.take())
             try:
                 reply = getattr(self, f"op_{op}")(msg)
                 if not isinstance(reply, dict):
@@ -451,9 +465,14 @@ class Harness:
             msg = reply = data = None
             self.flush()
 
-    def _attach(self, current: "ipc.Bulk | None", named: Any) -> "ipc.Bulk | None":
+    def _attach(self, attr: str, named: Any) -> "ipc.Bulk | None":
         """The shared region the judge named in a message (mapped once per id; its descriptor arrives on the
-        region channel that `main` opened)."""
+        region channel that `main` opened). Another region than the one held: that one is let go first (both
+        mapped at once held two task's worth of host memory; tensors still on it keep it alive as needed)."""
+        current = getattr(self, attr)
+        if current is not None and (not named or [current.ident, current.size] != [int(named[0]), int(named[1])]):
+            setattr(self, attr, None)
+            current = None
         regions = getattr(self, "regions", None) or ipc.Regions(None)
         return regions.attach(current, named)
 
@@ -496,7 +515,7 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
     # this module is __main__ in a worker process (python -m kernelgate.sandbox.worker)
     ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
-                                      "kernelgate.sandbox.handle",
+                                      "kernelgate.sandbox.handle", "kernelgate.sandbox.history",
                                       "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
     import pathlib
     # and every module the harness's own modules name (os, os.path, sys, time, ...): a function the harness calls
@@ -510,14 +529,6 @@ def _harness_namespaces() -> tuple[list[Any], list[Any]]:
     for m in ours:
         spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
     return spaces, ours + std
-
-
-def _stack_bytes() -> int:
-    """The harness thread's stack: what the main thread may grow to (RLIMIT_STACK), at least 8 MiB (glibc gives a
-    thread 2 MiB where that limit is unlimited; deep compiler recursion needs more)."""
-    import resource
-    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
-    return 64 << 20 if soft == resource.RLIM_INFINITY else min(max(soft, 8 << 20), 256 << 20)
 
 
 def _serve(fd: int, regions_fd: int | None, mask: Any) -> None:
@@ -576,7 +587,7 @@ def main() -> None:
     # The harness runs in a thread of its own, started with only the descriptors' numbers and the mask (a Thread
     # object keeps its target and arguments, and threading.enumerate() hands it to anyone): the main thread,
     # where Python runs signal handlers, never has a frame of the harness on its stack.
-    previous = threading.stack_size(_stack_bytes())
+    previous = threading.stack_size(runner.stack_bytes())
     try:
         threading.Thread(target=_serve, args=args, daemon=True).start()
     finally:

@@ -26,6 +26,22 @@ def test_float_outputs_get_the_derived_tolerance():
     assert not e.check(b + 1e-3, "t").ok
 
 
+def test_an_output_non_finite_everywhere_on_nan_inputs_must_be_so_too():
+    """Red team 35: a loss dropping its non-finite terms gave a plausible number where the reference's is NaN.
+    Where the reference's output is non-finite only in places, those places are not judged."""
+    g = torch.tensor(float("nan"), dtype=torch.float64)
+    [e] = checks.Comparator().expected(_runs(g, g.float()))
+    assert e.check(torch.tensor(float("inf")), "t", nonfinite_inputs=True).ok
+    bad = e.check(torch.tensor(0.25), "t", nonfinite_inputs=True)
+    assert not bad.ok and "non-finite inputs were dropped" in bad.detail
+    g2, b2 = _float_case()
+    g2[0, 0], b2[0, 0] = float("nan"), float("nan")
+    [e2] = checks.Comparator().expected(_runs(g2, b2))
+    c = b2.clone()
+    c[0, 0] = 0.0                                      # NaN propagation differs between honest kernels
+    assert e2.check(c, "t", nonfinite_inputs=True).ok
+
+
 def test_a_broadcastable_or_retyped_output_is_never_compared():
     g, b = _float_case()
     [e] = checks.Comparator().expected(_runs(g, b))

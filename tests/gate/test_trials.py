@@ -277,8 +277,10 @@ def test_references_without_a_judgeable_nan_output_get_no_nan_trial(write, tmp_p
     # at +-Inf, the fp32 reference overflows where the fp64 oracle does not
     dtype_bound = total.replace("return x.sum()", "return torch.nan_to_num(x, posinf=1e38, neginf=-1e38) * 10.0")
     garbage = total.replace("return x.sum()", "return torch.where(torch.isnan(x), torch.empty_like(x), x) * 2")
-    for ref in (total, dtype_bound, garbage):
+    for ref in (dtype_bound, garbage):
         assert not _nonfinite_trial(_trials(_task(write, ref))), ref
+    # a sum is NaN everywhere on NaN inputs: judged so (red team 35, a loss that dropped its non-finite terms)
+    assert _nonfinite_trial(_trials(_task(write, total)))
     honest = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.nan_to_num(x, posinf=1e38, neginf=-1e38) * 10.0\n"
     assert _verify(write, dtype_bound, honest, tmp_path).status.value == "accepted"
 
@@ -336,13 +338,15 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
 
 
 def _outside_is_poison(x: torch.Tensor) -> bool:
-    """Every element of x's storage outside its view (gaps, the part before its offset) is one of the view's own
-    values (plausible and wrong for a kernel reading there; no NaN or sentinel to tell a trial by)."""
+    """Every element of x's storage outside its view (gaps, the part before its offset) is like the view's own
+    values, within their magnitude (plausible and wrong for a kernel reading there; no NaN or sentinel to tell a
+    trial by), and hardly ever one of them (red team 35 told a trial by finding the view's values outside it)."""
     total = x.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
     inside = torch.zeros(total, dtype=torch.bool)
     inside[torch.arange(total).as_strided(x.shape, x.stride(), x.storage_offset()).reshape(-1)] = True
     outside = x.as_strided((total,), (1,), 0)[~inside]
-    return bool(torch.isin(outside, x.reshape(-1)).all()) and not bool(outside.isnan().any())
+    own = torch.isin(outside, x.reshape(-1)).float().mean().item() if outside.numel() else 0.0
+    return bool(torch.isfinite(outside).all()) and bool((outside.abs() <= x.abs().max()).all()) and own < 0.5
 
 
 def _layout_kind(x: torch.Tensor) -> str:

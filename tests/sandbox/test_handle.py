@@ -147,3 +147,24 @@ def test_changes_outside_the_view_and_to_the_tensors_own_shape_count_as_changes(
     snap = h.snapshot([y])
     y.t_()                                           # square, same storage: the strides changed
     assert h.changed([y], snap) == [0]
+
+
+def test_a_swapped_storage_and_a_negative_bit_count_as_changes():
+    """Red team 35: `set_` onto a copy after zeroing the caller's buffer leaves the tensor reading as before, and
+    a negative bit negates every read without a write; both change what the caller has."""
+    from kernelgate.sandbox import handle as h
+    x = torch.randn(6, 5)
+    snap = h.snapshot([x])
+    st = x.untyped_storage()
+    fresh = st.clone()
+    x.set_(fresh, x.storage_offset(), x.shape, x.stride())
+    assert torch.equal(x, x.clone()) and h.changed([x], snap) == [0]
+    big = torch.randn(8, 6)
+    y = big[1:, :5]
+    snap = h.snapshot([y])
+    torch._C._set_neg(y, True)
+    assert h.changed([y], snap) == [0]
+    # the bytes that travel are the values: a negative or conjugate bit applied
+    z = torch.randn(3, 4)
+    r = h.contiguous([z._neg_view()])[0]
+    assert not r.is_neg() and torch.equal(r, -z)

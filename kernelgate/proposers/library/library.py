@@ -126,7 +126,8 @@ def _render_compile(ctx: Context, params: dict[str, Any], tag: str) -> str:
     itself, built by one eager call first, with the generated-kernel calls (kg_*: Triton launchers, C++
     kernels, weight caches) opaque to dynamo: tracing the lazy build or the launchers' caches broke the
     graph and recompiled on every data pointer (measured on the H200: 14-17 ms over a 3.2 ms GEMM).
-    Over a rewrite level, training mode runs that level (which then runs the reference's forward)."""
+    Over a rewrite level, training mode runs that level (which then runs the reference's forward). Modes with CUDA
+    graphs hand out copies: graph trees overwrite outputs on the next run, and a caller keeps them (history.py)."""
     body = f'''    def forward(self, *args):
         below = __class__.__bases__[0].__dict__.get("_kg_rewrite_level")
         if below is not None and self.training:
@@ -139,7 +140,8 @@ def _render_compile(ctx: Context, params: dict[str, Any], tag: str) -> str:
                 target = kg_opaque_calls(self.__dict__["_kg_gm_" + below])
             fn = torch.compile(target, mode={params["mode"]!r}, dynamic=False)
             object.__setattr__(self, "_kg_compiled_{tag}", fn)
-        return fn(*args)'''
+        return {"fn(*args)" if params["mode"] == "max-autotune-no-cudagraphs" else
+                "torch.utils._pytree.tree_map(torch.clone, fn(*args))"}'''
     return _class(tag, body)
 
 
@@ -246,8 +248,7 @@ def _kg_cg_state(module):
 
 
 def _cudagraph_variants(ctx: Context) -> list[dict[str, Any]]:
-    """Copies out first (measured on the H200: gru 4.85x), then outputs in the graph's own buffers (no copy)
-    where torch exposes storage use counts."""
+    """Copies out first (H200: gru 4.85x), then outputs in the graph's own buffers where storage use counts exist."""
     import torch
     return [{"outputs": "clone"}] + ([{"outputs": "in-place"}] if hasattr(torch._C, "_storage_Use_Count") else [])
 
@@ -434,8 +435,7 @@ def _site(rewrite: str) -> str:
 
 
 def strategy_family(strategy: str) -> str:
-    """The strategy a display name starts with: "triton:row(...) + x" -> "triton:row". For reading stored
-    results (benchmarks/); the search uses `Candidate.stack`."""
+    """A display name's strategy ("triton:row(...) + x" -> "triton:row"), for stored results (benchmarks/)."""
     return strategy.split(" + ")[0].split("(")[0].strip()
 
 
