@@ -219,7 +219,8 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
             store.put_baselines(k, {"timings": {n: t.to_json() for n, t in b.timings.items()}, "faster": b.faster,
                                     "build_s": build_s, "check_s": b.check_s})
             say("baselines: " + ", ".join(f"{n} {t.median_ms:.4g} ms" for n, t in b.timings.items())
-                + f"; faster: {b.faster}")
+                + f"; faster: {b.faster}" + (lean_cost(task, timed, len(sessions), time.monotonic() - t_measure)
+                                             if getattr(task, "lean", False) else ""))
             for name in [n for n in sessions if n not in close_enough(b.timings)]:
                 sessions.pop(name).worker.close()
                 note(f"baseline {name} ({b.timings[name].median_ms:.4g} ms) is more than 10% slower than "
@@ -231,6 +232,15 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     else:
         b.complete()
     return b
+
+
+def lean_cost(task: Task, tcfg: TimingConfig, n: int, seconds: float) -> str:
+    """What the measurement cost in the lean memory plan, where every batch sends the timing inputs to its worker
+    through the host (gate/measure.py: one transfer per implementation and round, the harness and the warm-up on
+    their worker's)."""
+    gib = sum(x.numel() * x.element_size() for x in task.given if hasattr(x, "element_size")) / 2**30
+    return (f" (measured in {seconds:.0f} s, {tcfg.rounds} rounds: the lean memory plan sends the {gib:.3g} GiB "
+            f"of timing inputs to a worker before each of its {n * tcfg.rounds} batches)")
 
 
 def remember_emit(store: Store, key: str, seconds: float, kind: str = "") -> None:

@@ -18,7 +18,7 @@ from .. import workload
 from ..config import GateConfig
 from ..records import Check, Reason, Status, Verdict
 from ..sandbox import Spares
-from . import screen, timing
+from . import memory, screen, timing
 from . import verdict as verdicts
 from .session import Phase, Rejected, Session, no_phase, worker_limits  # noqa: F401 - the names callers use
 from .task import Task, device_name, prepare, resolve_device, timing_pool  # noqa: F401
@@ -90,7 +90,7 @@ def _timed_recheck(task: Task, s: Session, cfg: GateConfig) -> None:
     rng = torch.Generator().manual_seed(secrets.randbits(62))
     # the lean memory plan: one pool entry, and fewer outputs kept for the re-check (each is a task's worth)
     pool, scalable = timing_pool(task, 1 if task.lean else 2, rng)
-    iters = min(cfg.recheck_iters, 3) if task.lean else cfg.recheck_iters
+    iters = min(cfg.recheck_iters, 3, memory.kept_outputs(task) or 3) if task.lean else cfg.recheck_iters
     s.send_pool(pool, scalable)
     plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
     # calls for a secret while first (20-100% of soak_ms): a candidate that goes wrong after its N-th call (an

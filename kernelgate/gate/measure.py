@@ -15,7 +15,7 @@ import torch
 from ..config import GateConfig, TimingConfig
 from ..records import Reason, Timing, Verdict
 from ..sandbox import prebuild
-from . import timing
+from . import memory, timing
 from . import verdict as verdicts
 from .session import Rejected, Session
 from .task import Task, timing_pool
@@ -64,6 +64,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     After a candidate's batch, the judge decides with its own randomness whether and which of its
     outputs to re-check. In-process samples are kept as diagnostics."""
     rng = torch.Generator().manual_seed(secrets.randbits(62))
+    cap = memory.kept_outputs(task)
     if task.lean:       # gate/memory.py: one pool entry; each worker holds inputs only while it is timed
         tcfg = dataclasses.replace(tcfg, pool=1, iters=min(tcfg.iters, 5))
     pool, scalable = timing_pool(task, tcfg.pool, rng)
@@ -91,16 +92,47 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     # thaws took up to twice the rest (attention: 5.2-6.3 ms against 3.1), a fifth of the samples of 5-step batches
     lead = max(0, tcfg.lead_in)
     per_iter: dict[str, float] = {}     # seconds per iteration on the judge's clock, by label (batch_iters)
-    for label, s in list(live.items()):
+
+    def warm(label: str, s: Session) -> None:
+        t_warm = time.monotonic()
+        s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, WARMUP_MIN)
+        # an upper bound (the warm-up makes at least WARMUP_MIN calls), until the first batch's figure
+        per_iter[label] = (time.monotonic() - t_warm) / WARMUP_MIN
+
+    def timed(label: str, s: Session) -> None:
+        """One batch of `label` (HARNESS: the harness alone, in its host's worker), its re-check and, for a
+        candidate, its own process's harness batch; the worker holds the pool."""
+        n = batch_iters(tcfg, per_iter.get(label, per_iter.get(host)))     # the harness: its host's first
+        if cap is not None:                  # the lean plan: what the worker keeps fits (memory.kept_outputs)
+            n = max(1, min(n, cap - lead))
+        tag, plan = plans.new(lead + n)
+        b = s.time_batch(tag, plan, null=label == HARNESS)
+        kept = b.walls_ms[lead:]
+        walls[label] += kept
+        if kept:
+            per_iter[label] = sum(kept) / len(kept) / 1e3
+            if label in batches:
+                batches[label].append(len(kept))
+        inproc[label] += b.samples_ms[lead:]
+        if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
+            s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
+            if not task.device.startswith("cuda"):
+                time.sleep(CPU_SETTLE_S)    # the oracle's OpenMP threads, in the judge, stop spinning
+        if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
+            if task.lean and not s.pooled:
+                s.send_pool(pool, scalable)
+            own[label] += s.time_batch(*plans.new(lead + batch_iters(tcfg, per_iter.get(label))),
+                                       null=True).walls_ms[lead:]
+
+    # the lean plan sends the pool (a task's worth through the host) before every batch, since each worker gives
+    # its memory back after one: there the warm-up opens an implementation's first batch and the harness's batch
+    # follows its host's, each on the same transfer (2 rounds of 2 baselines: 4 transfers, not 8)
+    warmed: set[str] = set()
+    for label, s in list(live.items()) if not task.lean else ():
         try:
             alone(label)
             s.send_pool(pool, scalable)
-            t_warm = time.monotonic()
-            s.warm_up(plans.new(tcfg.iters)[1], tcfg.warmup_ms, WARMUP_MIN)
-            # an upper bound (the warm-up makes at least WARMUP_MIN calls), until the first batch's figure
-            per_iter[label] = (time.monotonic() - t_warm) / WARMUP_MIN
-            if task.lean:
-                s.release()
+            warm(label, s)
         except Rejected as r:
             if label in BASELINES or s.trusted:
                 raise
@@ -110,33 +142,22 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() > deadline:
             say(f"stopped after {rounds} rounds: the time for this measurement is up")
             break
-        order = list(live) + ([HARNESS] if host in live else [])
+        order = list(live) + ([HARNESS] if host in live and not task.lean else [])
         k = rounds % max(len(order), 1)
         for label in order[k:] + order[:k]:          # rotate who goes first
             s = live[host if label == HARNESS else label]
-            n = batch_iters(tcfg, per_iter.get(label, per_iter.get(host)))     # the harness: its host's first
-            tag, plan = plans.new(lead + n)
             try:
                 alone(host if label == HARNESS else label)
                 if task.lean:
                     s.send_pool(pool, scalable)
-                b = s.time_batch(tag, plan, null=label == HARNESS)
-                kept = b.walls_ms[lead:]
-                walls[label] += kept
-                if kept:
-                    per_iter[label] = sum(kept) / len(kept) / 1e3
-                    if label in batches:
-                        batches[label].append(len(kept))
-                inproc[label] += b.samples_ms[lead:]
-                if not s.trusted and label != HARNESS and secret.random() < cfg.recheck_rate:
-                    s.recheck(b, [secret.randrange(len(plan))], pool, scalable)
-                    if not task.device.startswith("cuda"):
-                        time.sleep(CPU_SETTLE_S)    # the oracle's OpenMP threads, in the judge, stop spinning
-                if not s.trusted and label != HARNESS:   # the harness in its own process too (see below)
-                    if task.lean and not s.pooled:
+                    if label not in warmed:
+                        warm(label, s)
+                        warmed.add(label)
+                timed(label, s)
+                if task.lean and label == host:
+                    if not s.pooled:
                         s.send_pool(pool, scalable)
-                    own[label] += s.time_batch(*plans.new(lead + batch_iters(tcfg, per_iter.get(label))),
-                                               null=True).walls_ms[lead:]
+                    timed(HARNESS, s)
                 if task.lean:
                     s.release()
             except Rejected as r:

@@ -42,6 +42,22 @@ FIT = 0.8                   # share of the device the default plan may plan to u
 LEAN_ABOVE = 1 << 30        # a forward needing more than this (bytes) is judged in the lean plan
 
 
+CONTEXT = 1 << 29           # a process's CUDA context (about 0.5 GiB; no plan shrinks it)
+
+
+def kept_outputs(task: Any, processes: int = 3) -> int | None:
+    """Steps a timed batch of the lean plan may have: the worker keeps every step's outputs until the judge, after
+    the batch, picks which to re-check, beside its pool entry and its input buffer (a task's inputs each) and the
+    processes' contexts; within BOUND times the forward's peak (a 6 GiB ReLU's six kept outputs took the gate to
+    3.6x). None where the plan is not lean or the peak was not measured."""
+    plan = getattr(task, "memory", None)
+    if plan is None or not plan.lean or not plan.ref_peak:
+        return None
+    ins = sum(x.numel() * x.element_size() for x in task.given if isinstance(x, torch.Tensor))
+    room = BOUND * plan.ref_peak - 2 * ins - processes * CONTEXT
+    return max(2, int(room // max(task.out_bytes(), 1)))
+
+
 @dataclass(frozen=True)
 class Plan:
     lean: bool

@@ -266,3 +266,24 @@ def test_the_task_keeps_what_outputs_look_like_not_their_values(write):
     assert a.device.type == "meta" and b.device.type == "meta"
     assert (list(a.shape), a.stride(), a.dtype) == ([32, 48], (1, 32), torch.float32)
     assert (list(b.shape), b.dtype) == ([48], torch.float64) and task.out_bytes() == 32 * 48 * 4 + 48 * 8
+
+
+def test_a_lean_timed_batch_keeps_only_the_outputs_that_fit():
+    """The worker keeps every step's outputs of a timed batch until the judge picks the re-checked ones: a 6 GiB
+    ReLU's six kept outputs took the gate to 3.6x its forward's peak on the H200. In the lean plan a batch has
+    only as many steps as fit within the bound beside the pool entry and the input buffer."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelgate.gate import memory as m
+    gib = 1 << 30
+    six = torch.empty(6 * gib // 4, device="meta")
+
+    def task(lean: bool, out: int, peak: int = 12 * gib):
+        return SimpleNamespace(memory=m.Plan(lean, "cpu", peak, 141 * gib, ""), given=[six], out_bytes=lambda: out)
+    assert m.kept_outputs(SimpleNamespace(memory=None)) is None
+    assert m.kept_outputs(task(False, 6 * gib)) is None
+    assert m.kept_outputs(task(True, 6 * gib)) == 3              # (36 - 12 - 1.5 GiB) / 6 GiB
+    assert m.kept_outputs(task(True, 1 << 20)) > 1000
+    assert m.kept_outputs(task(True, 6 * gib, peak=8 * gib)) == 2   # never fewer than 2
