@@ -11,7 +11,8 @@ peak (its inputs, outputs, activations and parameters), all processes together:
   as always); task admission and each judged trial keep the fp64 oracle's outputs on the device, a judged
   trial's only after the worker has given its memory back (gate/session.py `judging`); it rebuilds a timed
   iteration's inputs bit for bit (same device type, same operations) while every worker is released;
-- timed batches draw from one pool entry, and after each batch (its re-check and the harness's own
+- timed batches draw from one pool entry into one input buffer, only as many steps as the kept outputs fit
+  (`kept_outputs`), and after each batch (its re-check and the harness's own
   measurement included) the worker gives back its inputs, outputs and the allocator's cache
   (`release`): one implementation holds a task's worth of memory at a time, the others their
   parameters;

@@ -313,25 +313,35 @@ class Session:
         seed = secrets.randbits(62)          # drawn after the candidate is constructed
         t = self.task
         loads = 0
-        # one trial, a secret, is called twice on the same inputs (full plan): a memo may hand back the output it
-        # returned before, which the caller still holds (the worker reads the earlier call's tensors: sandbox/history.py)
+        # one trial, a secret, is called again and again on the same inputs (full plan): a memo may hand back the output
+        # it returned before, which the caller still holds (the worker reads earlier calls' tensors: sandbox/history.py)
         again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
+        pause = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))   # a trial called after a pause,
+        #                                                                   with earlier trials' outputs held
         for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials))):   # one trial's data at a time
-            if trial.state is not None:       # every other load sets the versions back, as a `.data` write (jobs.load)
-                self.request({"op": "load", "state": trial.state, "quiet": loads % 2 == 1}, self.cfg.call_timeout,
-                             "load_state_dict")
+            if trial.state is not None:       # loads in turn: plain, versions set back (a `.data` write), written
+                self.request({"op": "load", "state": trial.state, "quiet": loads % 3 == 1,   # into the tensors
+                              "direct": loads % 3 == 2}, self.cfg.call_timeout, "load_state_dict")   # (jobs.load)
                 loads += 1
                 t.oracle.load(trial.state)
+            if k == pause:              # a caller's next step may come much later than a trial's (red team 36)
+                time.sleep(0.2 + secrets.randbelow(400) / 1000)
             reply = self.call(trial.inputs)                  # candidate first, then the reference
             with self.judging():
                 runs = t.oracle.run(trial.inputs)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
-                if k == again:
+                if k == again:    # as a caller's loop does: 17-32 calls in a row, each output held (a ring of
+                    for n in range(16 + secrets.randbelow(16), 0, -1):   # output buffers writes over an earlier
+                        if n == 1:                                         # one), the last after a pause
+                            time.sleep(0.2 + secrets.randbelow(400) / 1000)
+                        again_reply = self.call(trial.inputs)
                     self.check_outputs(f"{trial.name}, called again on the same inputs", trial.inputs, runs,
-                                       self.call(trial.inputs))
+                                       again_reply)
                 del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
             del trial, reply
+        if not t.lean:        # every held call's tensors read again (sandbox/history.py: the full plan)
+            self.request({"op": "earlier"}, self.cfg.call_timeout, "earlier calls' inputs and outputs")
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
 

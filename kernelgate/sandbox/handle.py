@@ -64,10 +64,17 @@ def to_devices(xss: list, device: str) -> list:
 
 
 def place(prev: Any, x: torch.Tensor) -> bool:
-    """Copy x into prev when shape, dtype, strides and device match; whether it did."""
+    """Copy x into prev when shape, dtype, strides and device match; whether it did. Its version counter stays as
+    it was, as where a caller refills its buffer through `.data`, numpy or DLPack (red team 36: a memo keyed on the
+    input's version answered the previous batch's result)."""
     if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
             and prev.device == x.device and prev.storage_offset() == x.storage_offset()):
+        version = prev._version
         prev.copy_(x)
+        try:
+            torch._C._autograd._unsafe_set_version_counter((prev,), (version,))
+        except TypeError:           # older releases: one tensor and one version
+            torch._C._autograd._unsafe_set_version_counter(prev, version)
         return True
     return False
 

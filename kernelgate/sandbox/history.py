@@ -1,14 +1,14 @@
-"""The previous judged call's inputs and outputs, held by the harness as a caller holds them, and read again after
-the next call.
+"""Earlier judged calls' inputs and outputs, held by the harness as a caller holds them, and read again later.
 
-A caller keeps what it passed in and what it got back: the previous batch it logs, the output it appends to a
+A caller keeps what it passed in and what it got back: the previous batch it logs, the outputs it appends to a
 list. Red team 35 wrote over the previous call's input on the next call, wrote over the output it had returned on
 a later call (only after a pause: the timed loop comes back at once), and handed back the same output object when
-an input repeated (the caller's two results are then one). After each judged call the harness reads the previous
-call's tensors again: inputs (whose buffers this call did not reuse) and outputs must hold the bits they held, and
-no output of this call may live in the memory of a previous output still held. Kept in the full memory plan only:
-the lean plan holds one call's worth (docs/GATE.md, known gaps). Imports nothing of the gate: this runs in the
-candidate's process.
+an input repeated; red team 36 did the same two or more calls back, and wrote results into a ring of 16 output
+buffers. The harness holds the last `DEPTH` judged calls' tensors (their outputs up to `HOLD_BYTES`) with digests
+of their bytes taken right after each call: after every call the previous call's are read again and no output may
+live in the memory of one still held; after the trials (`deep`), every held call's. A buffer the judge writes
+new inputs into (a slot reused) is let go from then on. Kept in the full memory plan only: the lean plan holds one
+call's worth (docs/GATE.md, known gaps). Imports nothing of the gate: this runs in the candidate's process.
 """
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ from typing import Any, Callable
 
 import torch
 
+from ..digest import digest
 from . import handle
+
+DEPTH = 32                  # judged calls held (a ring of as many output buffers is found)
+HOLD_BYTES = 4 << 30        # earlier outputs held at most (the oldest calls let go first)
 
 
 def _spans(ts: list[Any]) -> list[tuple[int, int]]:
@@ -36,50 +40,81 @@ def _overlaps(t: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
     return any(lo < b and a < hi for a, b in spans)
 
 
+def _sig(t: torch.Tensor) -> tuple:
+    """What a caller's tensor is: its metadata (handle._meta: storage, view bits) and its whole storage's digest."""
+    return handle._meta(t), digest(handle._whole(t))
+
+
 class Earlier:
-    """The last judged call's (inputs, their snapshots, outputs, their copies), or None."""
+    """The last judged calls, oldest first: [inputs, their signatures, outputs, theirs] each."""
 
     def __init__(self) -> None:
-        self.held: tuple[list, list, list, list] | None = None
+        self.held: list[list[list]] = []
+        self.dropped: list[Any] = []     # let go since the last `let_go`: for the runner to drop (runner.py)
+
+    def let_go(self) -> list[Any]:
+        dropped, self.dropped = self.dropped, []
+        return dropped
 
     def take(self) -> Any:
-        """What is held, given up (for the runner to drop: runner.py, `dispose`)."""
-        held, self.held = self.held, None
-        return held
+        """What is held, given up (for the runner to drop: runner.py, `dispose`); None when nothing is."""
+        held, self.held = self.held, []
+        return held or None
 
-    def check(self, xs: list[Any], outs: list[torch.Tensor], unclean: Callable[[Any], str | None]) -> dict | None:
-        """The error reply when the call just made (inputs `xs`, outputs `outs`) changed what the previous one
-        handed over or got back, or returned memory of its outputs; None when all is as it was."""
-        if self.held is None:
-            return None
-        pxs, psnaps, pouts, pcopies = self.held
-        for t in [t for t in pxs + pouts if isinstance(t, torch.Tensor)]:
-            why = unclean(t)                      # the candidate may have had it since: checked before any use
-            if why:
-                return {"error": "introspection", "message": why}
-        now = _spans(xs)                          # buffers this call's inputs were written into: new values there
-        try:
-            for i, (x, s) in enumerate(zip(pxs, psnaps)):
-                if s is not None and isinstance(x, torch.Tensor) and not _overlaps(x, now) \
-                        and handle.changed([x], [s]):
-                    return {"error": "input_mutated", "message": f"input {i} of the previous call was modified by "
-                            "the next call (a caller's earlier input is its own)"}
-            for k, (o, c) in enumerate(zip(pouts, pcopies)):
-                if not _overlaps(o, now) and handle.changed([o], [c]):
-                    return {"error": "aliasing", "message": f"output {k} of the previous call changed during the "
-                            "next call (a caller keeps the outputs it was given)"}
-        except Exception as e:  # noqa: BLE001 - an output freed under the caller (CUDA graph trees overwrite theirs)
-            return {"error": "aliasing", "message": f"the previous call's tensors could not be read after the next "
-                    f"call ({type(e).__name__}): a caller keeps what it passed and got back"}
-        held = _spans([o for o in pouts if not _overlaps(o, now)])   # (an in-place output lives in an input buffer)
+    def check(self, xs: list[Any], outs: list[torch.Tensor], unclean: Callable[[Any], str | None],
+              deep: bool = False) -> dict | None:
+        """The error reply when the call just made (inputs `xs`, outputs `outs`) changed what an earlier one handed
+        over or got back (the previous call's; with `deep`, every held call's), or returned memory of a held output;
+        None when all is as it was."""
+        now = _spans(xs)                 # buffers this call's inputs were written into: new values, let go
+        for entry in self.held:
+            for k in (0, 2):
+                keep = [j for j, t in enumerate(entry[k]) if not (isinstance(t, torch.Tensor) and _overlaps(t, now))]
+                self.dropped.append(entry[k])
+                entry[k], entry[k + 1] = [entry[k][j] for j in keep], [entry[k + 1][j] for j in keep]
+        for entry in self.held:
+            for t in [t for t in entry[0] + entry[2] if isinstance(t, torch.Tensor)]:
+                why = unclean(t)         # the candidate may have had it since: checked before any use
+                if why:
+                    return {"error": "introspection", "message": why}
+        back = len(self.held)
+        err = self._compare(self.held if deep else self.held[-1:], back if deep else 1)
+        if err:
+            return err
+        held = _spans([o for entry in self.held for o in entry[2]])
         for k, o in enumerate(outs):
             if isinstance(o, torch.Tensor) and not _overlaps(o, now) and _overlaps(o, held):
-                return {"error": "aliasing", "message": f"output {k} lives in the memory of an output of the previous "
-                        "call, which the caller still holds (each call's outputs are new tensors)"}
+                return {"error": "aliasing", "message": f"output {k} lives in the memory of an earlier call's output, "
+                        "which the caller still holds (each call's outputs are new tensors)"}
         return None
 
-    def keep(self, xs: list[Any], snaps: list | None, outs: list[torch.Tensor]) -> None:
-        """Hold this call's inputs and outputs (`snaps`: the inputs' snapshots if they are still as taken, else None
-        to take them now) with copies to compare against after the next call."""
-        self.held = (list(xs), snaps if snaps is not None else handle.snapshot(xs), list(outs),
-                     [handle.snapshot([o])[0] for o in outs])
+    @staticmethod
+    def _compare(entries: list[list[list]], back: int) -> dict | None:
+        """The error reply for the first of `entries` (the oldest `back` calls back) whose tensors changed."""
+        try:
+            for n, (pxs, psigs, pouts, posigs) in enumerate(entries):
+                when = "the previous call" if back - n == 1 else f"the call {back - n} calls back"
+                for x, s in zip(pxs, psigs):
+                    if _sig(x) != s:
+                        return {"error": "input_mutated", "message": f"an input of {when} was modified later (a "
+                                "caller's earlier input is its own)"}
+                for o, s in zip(pouts, posigs):
+                    if _sig(o) != s:
+                        return {"error": "aliasing", "message": f"an output of {when} changed later (a caller keeps "
+                                "the outputs it was given)"}
+        except Exception as e:  # noqa: BLE001 - an output freed under the caller (CUDA graph trees overwrite theirs)
+            return {"error": "aliasing", "message": f"an earlier call's tensors could not be read again "
+                    f"({type(e).__name__}): a caller keeps what it passed and got back"}
+        return None
+
+    def keep(self, xs: list[Any], outs: list[torch.Tensor]) -> dict | None:
+        """Hold this call's inputs and outputs with their signatures, as they are right after the call; the oldest
+        calls past DEPTH (or HOLD_BYTES) are read a last time as they are let go: the error reply if one changed."""
+        ins = [x for x in xs if isinstance(x, torch.Tensor)]
+        self.held.append([ins, [_sig(x) for x in ins], list(outs), [_sig(o) for o in outs]])
+        err = None
+        while len(self.held) > DEPTH or (len(self.held) > 1 and sum(
+                o.untyped_storage().nbytes() for e in self.held for o in e[2]) > HOLD_BYTES):
+            err = err or self._compare(self.held[:1], len(self.held))
+            self.dropped.append(self.held.pop(0))
+        return err

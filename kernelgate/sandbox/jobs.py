@@ -110,16 +110,36 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
     return model
 
 
-def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False) -> None:
+def param_digests(model: torch.nn.Module) -> list:
+    """(name, digest) of the module's parameters: the caller's, which a forward may not change (red team 36 zeroed
+    them after computing from a private copy: the caller's checkpoint was all zeros)."""
+    from ..digest import digest
+    target = getattr(model, "_orig_mod", model)
+    return [(n, tuple(p.shape), str(p.dtype), digest(p.detach()))
+            for n, p in torch.nn.Module.named_parameters(target, remove_duplicate=False)]
+
+
+def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False, direct: bool = False) -> None:
     """`state` into the model (strict). `quiet`: afterwards every parameter and buffer of the module gets back
     the version counter it had before, as if written through `.data` (weight averaging, clipping and EMA updates
     write so): a cache of derived weights keyed on versions (red team 29) answers stale. The module's own
     conversions (load hooks) run as in any load, and nothing of the candidate's decides whether the versions
-    go back (red team 30: a quiet path that consulted the candidate's `state_dict()` was switched off by it)."""
+    go back (red team 30: a quiet path that consulted the candidate's `state_dict()` was switched off by it).
+    `direct`: where every key names a parameter or buffer of the module of the same shape and dtype, the values are
+    written into those tensors, versions set back, and no load hook runs (red team 36: a cache refreshed by a load
+    hook answered stale after an in-place update, an EMA or an optimizer's step)."""
     target = getattr(model, "_orig_mod", model)
-    own = [t for _, t in torch.nn.Module.named_parameters(target, remove_duplicate=False)] + \
-        [t for _, t in torch.nn.Module.named_buffers(target, remove_duplicate=False)] if quiet else []
+    named = list(torch.nn.Module.named_parameters(target, remove_duplicate=False)) + \
+        list(torch.nn.Module.named_buffers(target, remove_duplicate=False))
+    own = [t for _, t in named] if quiet or direct else []
     versions = tuple(t._version for t in own)
+    into = dict(named)
+    if direct and all(k in into and into[k].shape == v.shape and into[k].dtype == v.dtype for k, v in state.items()):
+        with torch.no_grad():
+            for k, v in state.items():
+                into[k].copy_(v.to(device))
+        _set_versions(own, versions)
+        return
     try:
         target.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
     except Exception as e:  # noqa: BLE001

@@ -184,6 +184,9 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
             return {"error": "output_type", "message": f"output {k} is {kind}, expected a plain torch.Tensor"}
         if o.layout != torch.strided or o.is_meta:
             return {"error": "output_type", "message": f"output {k} has layout {o.layout}; expected strided with storage"}
+        if o.is_neg():      # its memory holds the negated values (red team 36): no op of the reference's returns one
+            return {"error": "output_type", "message": f"output {k} is a negative-bit view (its memory holds the "
+                    "negated values); expected a plain tensor"}
         aliased = _overlaps(o, in_ptrs)
         shares = next((j for j, span in enumerate(spans) if span is not None and _overlaps(o, [span])), None)
         spans.append(_storages([o])[0] if o.numel() else None)
@@ -191,3 +194,17 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
                      "device": str(o.device), "aliased": aliased, "shares": shares})
         tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
     return {"single": single, "meta": meta, "tensors": tensors}
+
+
+def _unclean(t: Any) -> str | None:
+    """Why a tensor the harness keeps or checks may not be touched: not a plain tensor, or an attribute dict that is
+    not an empty plain dict (read with exact types: nothing of the candidate's runs here)."""
+    if type(t) is not torch.Tensor:
+        return f"a tensor the harness checks is a {type(t).__qualname__}, not a plain torch.Tensor"
+    d = vars(t)
+    if type(d) is not dict:
+        return "a tensor the harness checks was given an attribute dict of another type"
+    if dict.__len__(d):
+        return (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(dict.keys(d)))[:200]})"
+                ": they would shadow its methods")
+    return None

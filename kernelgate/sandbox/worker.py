@@ -26,7 +26,7 @@ from . import audit, handle, history, ipc, jobs, loop, prebuild, runner  # noqa:
 from .guard import Guard  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
-from .sensors import (_same_bits, _storages, _tensors, candidate_threads,  # noqa: E402,F401
+from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
                       describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
@@ -52,7 +52,8 @@ class Harness:
         self.rms: list[list[float]] = []
         self.lean = False                     # the lean memory plan's timed calls (op_pool)
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
-        self.earlier = history.Earlier()          # the previous judged call's tensors, read again after the next
+        self.earlier = history.Earlier()          # earlier judged calls' tensors, read again later
+        self.params: Any = None                   # the module's parameters' digests, as built or loaded
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
         self.guard: Guard | None = None             # installed before the import (enforced for candidates)
@@ -154,6 +155,7 @@ class Harness:
                                                 self.device, bool(msg.get("compile")), msg.get("compile_options", {}),
                                                 msg.get("shape")))
         self.collect()
+        self.params = self.call(jobs.param_digests, (self.model,))
         tampered = self._tampered()
         if tampered:
             return tampered
@@ -198,7 +200,8 @@ class Harness:
 
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
-        self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet"))))
+        self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet")), bool(msg.get("direct"))))
+        self.params = self.call(jobs.param_digests, (self.model,))    # the caller's, as loaded
         return {"ok": True}
 
     def poison(self, nbytes: int) -> None:
@@ -239,15 +242,26 @@ class Harness:
         changed = handle.changed(xs, snapshot)
         # the previous call's inputs and outputs read again, this call's held (sandbox/history.py; full plan only)
         earlier = None if lean or "error" in desc else self.earlier.check(xs, raw, _unclean)
-        self.dispose(self.earlier.take())
-        if not lean and "error" not in desc:
-            self.earlier.keep(xs, None if changed else snapshot, raw)
+        if not earlier and self.call(jobs.param_digests, (self.model,)) != self.params:
+            earlier = {"error": "input_mutated", "message": "the forward changed the module's parameters (the caller's "
+                       "weights: a checkpoint, an optimizer's)"}
+        if lean or "error" in desc:
+            self.dispose(self.earlier.take())
+        else:
+            earlier = self.earlier.keep(xs, raw) or earlier
+        self.dispose(self.earlier.let_go())
         del snapshot, raw
         if lean and self.device.startswith("cuda"):
             torch.cuda.empty_cache()             # the snapshot's blocks: the judge's runs come next
         if "error" in desc or earlier:
             return desc if "error" in desc else earlier
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
+
+    def op_earlier(self, msg: dict) -> dict:
+        """Every held judged call's tensors read again (after the trials: sandbox/history.py)."""
+        reply = self.earlier.check([], [], _unclean, deep=True) or {"ok": True}
+        self.dispose(self.earlier.let_go())
+        return reply
 
     def _placed(self, i: int, x: Any, slot: int) -> Any:
         """Input i of a call, written into buffer `slot` (one of loop.SLOTS per input, chosen by the judge
@@ -438,7 +452,7 @@ class Harness:
             op = msg.get("op")
             if op == "exit":
                 return
-            if op not in ("call", "load", "observe"):   # the judge's own use of the buffers (timing, releases)
+            if op not in ("call", "load", "observe", "earlier"):   # the judge's own use of the buffers (timing)
                 self.dispose(self.earlier.take())
             try:
                 reply = getattr(self, f"op_{op}")(msg)
@@ -482,20 +496,6 @@ class Harness:
         from . import isolation
         isolation.lockdown_self()
         return {"ok": True}
-
-
-def _unclean(t: Any) -> str | None:
-    """Why a tensor the harness keeps or checks may not be touched: not a plain tensor, or an attribute dict that is
-    not an empty plain dict (read with exact types: nothing of the candidate's runs here)."""
-    if type(t) is not torch.Tensor:
-        return f"a tensor the harness checks is a {type(t).__qualname__}, not a plain torch.Tensor"
-    d = vars(t)
-    if type(d) is not dict:
-        return "a tensor the harness checks was given an attribute dict of another type"
-    if dict.__len__(d):
-        return (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(dict.keys(d)))[:200]})"
-                ": they would shadow its methods")
-    return None
 
 
 class _Refused(Exception):
