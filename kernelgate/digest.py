@@ -10,9 +10,10 @@ sum does not depend on reduction order and is the same on every device of a type
 bits, it cannot be computed from a cheaper linear function of the inputs the way a weighted sum of
 the values could for a linear layer. It does not depend on the order of the words: a revealed output
 must also match the oracle, so a permutation of the right values gains nothing, and leaving positions
-out keeps it to one pass over the output (on the CPU in chunks of one intra-op grain through a reused buffer:
-`CHUNK`). Imports nothing of kernelgate: the worker and the judge
-both use it.
+out keeps it to one pass over the output (on the CPU in chunks of one intra-op grain through a reused
+buffer: `CHUNK`). Checks that memory is unchanged (an earlier call's tensors, the module's parameters and
+buffers, a timed call's inputs) need the order too: `positional`, keyed. Imports nothing of kernelgate: the
+worker and the judge both use it.
 """
 from __future__ import annotations
 
@@ -109,3 +110,31 @@ def _digest_triton(w: torch.Tensor) -> int:
 def digests(ts: list) -> list[int | None]:
     """Digest of each tensor in a list (None for non-tensors)."""
     return [digest(t) if isinstance(t, torch.Tensor) else None for t in ts]
+
+
+_STEP = 0x9E3779B97F4A7C15 - (1 << 64)     # odd: every position its own offset (as an int64)
+_MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
+
+
+def positional(t: torch.Tensor, key: int = 0) -> int:
+    """A 64-bit digest of the tensor's bytes that depends on where each word lies: each word is offset by its
+    position (times an odd constant) plus `key`, then mixed and summed (wrapping; the same on every device of a
+    type, and between the CPU and a GPU). For checks that memory is unchanged (earlier calls' tensors, the module's
+    parameters, the inputs after a timed call): `digest` sums the words' mixes whatever their order, and a
+    candidate reversing the order of its caller's words went unseen (red team 37)."""
+    if t.numel() == 0:
+        return 0
+    w = words(t)
+    step = CHUNK if w.device.type == "cpu" else 1 << 24
+    total = 0
+    for i in range(0, w.numel(), step):
+        c = w[i:i + step]
+        x = torch.arange(i, i + c.numel(), dtype=torch.int64, device=c.device).mul_(_STEP).add_(key).bitwise_xor_(c)
+        x.bitwise_xor_(x >> 29).mul_(_MUL)
+        total += int(x.bitwise_xor_(x >> 32).sum())
+    return ((total + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+def positionals(ts: list, key: int = 0) -> list[int | None]:
+    """`positional` of each tensor in a list (None for non-tensors)."""
+    return [positional(t, key) if isinstance(t, torch.Tensor) else None for t in ts]

@@ -67,3 +67,19 @@ def test_the_cpu_digest_in_chunks_equals_one_wrapped_sum():
             assert D.digest(t) == whole(t), (n, dt)
     big = torch.randn(4 * D.CHUNK, 3, generator=g)[:, 1]
     assert D.digest(big) == whole(big)
+
+
+def test_the_positional_digest_sees_where_each_word_lies():
+    """Red team 37: `digest` is the same for any order of the words (fine for committed outputs, which are also
+    compared with the oracle); checks that memory is unchanged use `positional`, keyed."""
+    from kernelgate.digest import digest, positional, positionals
+    x = torch.randn(4096, 4)
+    w = x.view(-1).view(torch.int64)
+    rev = w.flip(0).view(torch.float32).view(4096, 4)
+    assert digest(x) == digest(rev) and positional(x) != positional(rev)
+    assert positional(x) == positional(x.clone()) == positional(x.t().contiguous().t())
+    assert positional(x, 1) != positional(x, 2)
+    big = torch.randn(3 * (1 << 15) + 5)                 # across the CPU chunks
+    y = big.clone()
+    y[-1] += 1
+    assert positional(big) != positional(y) and positionals([big, 3]) == [positional(big), None]

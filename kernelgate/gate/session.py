@@ -96,6 +96,11 @@ def prebuilder(cfg: GateConfig) -> prebuild.Prebuilder | None:
     return pb
 
 
+
+def _pause() -> None:
+    """0.2-0.6 s without a call, a secret: a candidate acting only on calls after a pause (red team 36) acts now."""
+    time.sleep(0.2 + secrets.randbelow(400) / 1000)
+
 class Session:
     """One candidate under judgement: its worker and the running list of checks."""
 
@@ -316,27 +321,22 @@ class Session:
         # one trial, a secret, is called again and again on the same inputs (full plan): a memo may hand back the output
         # it returned before, which the caller still holds (the worker reads earlier calls' tensors: sandbox/history.py)
         again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
-        pause = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))   # a trial called after a pause,
-        #                                                                   with earlier trials' outputs held
+        # a trial called after a pause, with earlier trials' outputs held (a caller's next step may come much later)
+        paused = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))
         for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials))):   # one trial's data at a time
             if trial.state is not None:       # loads in turn: plain, versions set back (a `.data` write), written
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 3 == 1,   # into the tensors
                               "direct": loads % 3 == 2}, self.cfg.call_timeout, "load_state_dict")   # (jobs.load)
                 loads += 1
                 t.oracle.load(trial.state)
-            if k == pause:              # a caller's next step may come much later than a trial's (red team 36)
-                time.sleep(0.2 + secrets.randbelow(400) / 1000)
+            if k == paused:
+                _pause()
             reply = self.call(trial.inputs)                  # candidate first, then the reference
             with self.judging():
                 runs = t.oracle.run(trial.inputs)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
-                if k == again:    # as a caller's loop does: 17-32 calls in a row, each output held (a ring of
-                    for n in range(16 + secrets.randbelow(16), 0, -1):   # output buffers writes over an earlier
-                        if n == 1:                                         # one), the last after a pause
-                            time.sleep(0.2 + secrets.randbelow(400) / 1000)
-                        again_reply = self.call(trial.inputs)
-                    self.check_outputs(f"{trial.name}, called again on the same inputs", trial.inputs, runs,
-                                       again_reply)
+                if k == again:
+                    self.repeated(trial, runs)
                 del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
             del trial, reply
@@ -344,6 +344,16 @@ class Session:
             self.request({"op": "earlier"}, self.cfg.call_timeout, "earlier calls' inputs and outputs")
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    def repeated(self, trial: Any, runs: Runs) -> None:
+        """As a caller's loop does: the trial's inputs 17-32 times in a row, every output held by the worker (a memo
+        handing back an earlier output, a ring of output buffers writing over one: sandbox/history.py, red teams 35
+        and 36), the last call after a pause; its output judged."""
+        for n in range(16 + secrets.randbelow(16), 0, -1):
+            if n == 1:
+                _pause()
+            reply = self.call(trial.inputs)
+        self.check_outputs(f"{trial.name}, called again on the same inputs", trial.inputs, runs, reply)
 
     @contextlib.contextmanager
     def judging(self, release: bool = True):
@@ -462,7 +472,7 @@ class Session:
             xs = timing.fresh(dev, scale, seed, scalable, timing.rms(pool[j], scalable), t.device)
             xs = [x.to(t.home) if isinstance(x, torch.Tensor) else x for x in xs]
             del dev
-            if digest.digests(xs) != list(in_digests) and not t.contract.inplace:
+            if digest.positionals(xs) != list(in_digests) and not t.contract.inplace:
                 self.fail(Reason.INPUT_MUTATED, "inputs unchanged", f"the inputs of timed iteration {it} were "
                           "modified by the candidate; declare inplace = true in the contract if intended")
             with self.judging(release=False):       # released above

@@ -340,3 +340,29 @@ class Guard:
         """None when nothing the harness runs on was replaced; else one line saying what was (audit.make_integrity:
         bound when `watch` ran, so rebinding what it would look up changes nothing)."""
         return self._integrity()
+
+
+def harness_namespaces(main: str) -> tuple[list[Any], list[Any]]:
+    """(namespaces, code): the modules and classes in which the harness's code looks names up at call time,
+    and the modules whose code that is (kernelgate/sandbox/guard.py watches every such name: neither module nor
+    class attributes are audited by CPython). `main`: the worker module's name (__main__ in a worker process)."""
+    import json
+    import json.encoder
+    import multiprocessing.connection as mpc
+    from types import ModuleType
+    std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
+    ours = [sys.modules[n] for n in (main, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
+                                      "kernelgate.sandbox.handle", "kernelgate.sandbox.history",
+                                      "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
+    import pathlib
+    # and every module the harness's own modules name (os, os.path, sys, time, ...): a function the harness calls
+    # through one, replaced by a chain of C callables (no trace sees it), would run in the harness's frame
+    named = {id(v): v for m in ours for v in vars(m).values() if isinstance(v, ModuleType)}
+    named[id(os.path)] = os.path
+    spaces: list[Any] = [torch, torch._C, torch.cuda, sys.modules["builtins"], *std, *ours,
+                         *[v for v in named.values() if not any(v is k for k in (torch, torch._C, torch.cuda, *std, *ours))],
+                         torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder,
+                         *type(pathlib.Path()).__mro__[:-1]]
+    for m in ours:
+        spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
+    return spaces, ours + std

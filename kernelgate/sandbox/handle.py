@@ -63,20 +63,27 @@ def to_devices(xss: list, device: str) -> list:
     return [[to_device(x, device) for x in xs] for xs in xss]
 
 
-def place(prev: Any, x: torch.Tensor) -> bool:
-    """Copy x into prev when shape, dtype, strides and device match; whether it did. Its version counter stays as
-    it was, as where a caller refills its buffer through `.data`, numpy or DLPack (red team 36: a memo keyed on the
-    input's version answered the previous batch's result)."""
+def place(prev: Any, x: torch.Tensor, keep_version: bool = True) -> bool:
+    """Copy x into prev when shape, dtype, strides and device match; whether it did. With `keep_version` its version
+    counter stays as it was, as where a caller refills its buffer through `.data`, numpy or DLPack (red team 36: a
+    memo keyed on the input's version answered the previous batch's result); without, it moves, as a `copy_` of
+    the caller's moves it (red team 37 acted only then). The worker draws which, a secret, for every call."""
     if (prev is not None and prev.shape == x.shape and prev.dtype == x.dtype and prev.stride() == x.stride()
             and prev.device == x.device and prev.storage_offset() == x.storage_offset()):
         version = prev._version
         prev.copy_(x)
-        try:
-            torch._C._autograd._unsafe_set_version_counter((prev,), (version,))
-        except TypeError:           # older releases: one tensor and one version
-            torch._C._autograd._unsafe_set_version_counter(prev, version)
+        if keep_version:
+            set_version(prev, version)
         return True
     return False
+
+
+def set_version(t: torch.Tensor, version: int) -> None:
+    """t's version counter set back to `version` (as a write through `.data` or numpy leaves it)."""
+    try:
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+    except TypeError:           # older releases: one tensor and one version
+        torch._C._autograd._unsafe_set_version_counter(t, version)
 
 
 def apart(x: torch.Tensor, others: Any) -> torch.Tensor:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..digest import digest
+from ..digest import positional
 from . import handle
 
 DEPTH = 32                  # judged calls held (a ring of as many output buffers is found)
@@ -40,15 +40,31 @@ def _overlaps(t: torch.Tensor, spans: list[tuple[int, int]]) -> bool:
     return any(lo < b and a < hi for a, b in spans)
 
 
-def _sig(t: torch.Tensor) -> tuple:
-    """What a caller's tensor is: its metadata (handle._meta: storage, view bits) and its whole storage's digest."""
-    return handle._meta(t), digest(handle._whole(t))
+def _sig(t: torch.Tensor, key: int) -> tuple:
+    """What a caller's tensor is: its metadata (handle._meta: storage, view bits) and its whole storage's digest, one
+    that depends on where each word lies and on a secret key (red team 37 reversed the order of a held output's words
+    under an order-free digest)."""
+    return handle._meta(t), positional(handle._whole(t), key)
+
+
+def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> Any:
+    """[(name, signature)] of the module's parameters and buffers, as `jobs.state_of` handed them (detached: plain
+    tensors), or the error reply where one is not a plain tensor. A forward may not change its caller's weights or
+    buffers (red team 36 zeroed the weights, red team 37 a buffer, after computing from private copies)."""
+    out = []
+    for name, t in named if type(named) is list else ():
+        why = unclean(t)
+        if why:
+            return {"error": "introspection", "message": why}
+        out.append((str(name), _sig(t, key)))
+    return out
 
 
 class Earlier:
     """The last judged calls, oldest first: [inputs, their signatures, outputs, theirs] each."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: int = 0) -> None:
+        self.key = key                   # the digests' secret (drawn by the harness before any candidate code)
         self.held: list[list[list]] = []
         self.dropped: list[Any] = []     # let go since the last `let_go`: for the runner to drop (runner.py)
 
@@ -88,18 +104,17 @@ class Earlier:
                         "which the caller still holds (each call's outputs are new tensors)"}
         return None
 
-    @staticmethod
-    def _compare(entries: list[list[list]], back: int) -> dict | None:
+    def _compare(self, entries: list[list[list]], back: int) -> dict | None:
         """The error reply for the first of `entries` (the oldest `back` calls back) whose tensors changed."""
         try:
             for n, (pxs, psigs, pouts, posigs) in enumerate(entries):
                 when = "the previous call" if back - n == 1 else f"the call {back - n} calls back"
                 for x, s in zip(pxs, psigs):
-                    if _sig(x) != s:
+                    if _sig(x, self.key) != s:
                         return {"error": "input_mutated", "message": f"an input of {when} was modified later (a "
                                 "caller's earlier input is its own)"}
                 for o, s in zip(pouts, posigs):
-                    if _sig(o) != s:
+                    if _sig(o, self.key) != s:
                         return {"error": "aliasing", "message": f"an output of {when} changed later (a caller keeps "
                                 "the outputs it was given)"}
         except Exception as e:  # noqa: BLE001 - an output freed under the caller (CUDA graph trees overwrite theirs)
@@ -111,7 +126,7 @@ class Earlier:
         """Hold this call's inputs and outputs with their signatures, as they are right after the call; the oldest
         calls past DEPTH (or HOLD_BYTES) are read a last time as they are let go: the error reply if one changed."""
         ins = [x for x in xs if isinstance(x, torch.Tensor)]
-        self.held.append([ins, [_sig(x) for x in ins], list(outs), [_sig(o) for o in outs]])
+        self.held.append([ins, [_sig(x, self.key) for x in ins], list(outs), [_sig(o, self.key) for o in outs]])
         err = None
         while len(self.held) > DEPTH or (len(self.held) > 1 and sum(
                 o.untyped_storage().nbytes() for e in self.held for o in e[2]) > HOLD_BYTES):

@@ -110,13 +110,13 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
     return model
 
 
-def param_digests(model: torch.nn.Module) -> list:
-    """(name, digest) of the module's parameters: the caller's, which a forward may not change (red team 36 zeroed
-    them after computing from a private copy: the caller's checkpoint was all zeros)."""
-    from ..digest import digest
+def state_of(model: torch.nn.Module) -> list:
+    """(name, detached tensor) of the module's parameters and persistent buffers: the caller's (its state_dict's),
+    which a forward may not change (sandbox/history.py, `state_sigs`); a non-persistent buffer may be a workspace."""
     target = getattr(model, "_orig_mod", model)
-    return [(n, tuple(p.shape), str(p.dtype), digest(p.detach()))
-            for n, p in torch.nn.Module.named_parameters(target, remove_duplicate=False)]
+    bufs = [(f"{p}.{n}" if p else n, b) for p, m in torch.nn.Module.named_modules(target, remove_duplicate=False)
+            for n, b in dict.items(m._buffers) if b is not None and n not in m._non_persistent_buffers_set]
+    return [(n, t.detach()) for n, t in list(torch.nn.Module.named_parameters(target, remove_duplicate=False)) + bufs]
 
 
 def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False, direct: bool = False) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import secrets  # noqa: E402
 import struct  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
@@ -20,10 +21,10 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from ..digest import digests  # noqa: E402
+from ..digest import digests, positionals  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
 from . import audit, handle, history, ipc, jobs, loop, prebuild, runner  # noqa: E402
-from .guard import Guard  # noqa: E402
+from .guard import Guard, harness_namespaces  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
@@ -38,6 +39,7 @@ class Harness:
         # replacing them in this module (sys.modules) afterwards changes nothing here. (Code that walks
         # frames or gc to this object can still reach them: docs/GATE.md, known gaps.)
         self._describe, self._storages, self._digests = describe_output, _storages, digests
+        self._positionals = positionals       # the inputs after a timed call: where each word lies counts
         self._fresh, self._loop, self._warm_up = loop.fresh, loop.timed_loop, loop.warm_up
         self.conn = conn
         self.model: torch.nn.Module | None = None
@@ -52,7 +54,7 @@ class Harness:
         self.rms: list[list[float]] = []
         self.lean = False                     # the lean memory plan's timed calls (op_pool)
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
-        self.earlier = history.Earlier()          # earlier judged calls' tensors, read again later
+        self.earlier = history.Earlier(secrets.randbits(62))   # earlier judged calls' tensors, read again later
         self.params: Any = None                   # the module's parameters' digests, as built or loaded
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
@@ -146,7 +148,7 @@ class Harness:
             self.enforce = msg["guard"] != "observe"
             self.guard = Guard(enforce=self.enforce, library=tuple(msg.get("library_paths", ())), candidate=msg["path"])
             self.guard.install()
-            self.guard.watch(*_harness_namespaces(), (torch._C._len_torch_function_stack,
+            self.guard.watch(*harness_namespaces(__name__), (torch._C._len_torch_function_stack,
                                                        torch._C._len_torch_dispatch_stack))
             self.arm(self.guard.own, self.guard.integrity, self.enforce)
             self.guard.seal()           # this thread is the harness's from here on (kernelgate/sandbox/guard.py)
@@ -155,7 +157,7 @@ class Harness:
                                                 self.device, bool(msg.get("compile")), msg.get("compile_options", {}),
                                                 msg.get("shape")))
         self.collect()
-        self.params = self.call(jobs.param_digests, (self.model,))
+        self.params = self._state()
         tampered = self._tampered()
         if tampered:
             return tampered
@@ -201,7 +203,7 @@ class Harness:
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
         self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet")), bool(msg.get("direct"))))
-        self.params = self.call(jobs.param_digests, (self.model,))    # the caller's, as loaded
+        self.params = self._state()            # the caller's, as loaded
         return {"ok": True}
 
     def poison(self, nbytes: int) -> None:
@@ -242,9 +244,10 @@ class Harness:
         changed = handle.changed(xs, snapshot)
         # the previous call's inputs and outputs read again, this call's held (sandbox/history.py; full plan only)
         earlier = None if lean or "error" in desc else self.earlier.check(xs, raw, _unclean)
-        if not earlier and self.call(jobs.param_digests, (self.model,)) != self.params:
-            earlier = {"error": "input_mutated", "message": "the forward changed the module's parameters (the caller's "
-                       "weights: a checkpoint, an optimizer's)"}
+        state = None if earlier else self._state()
+        if isinstance(state, dict) or (state is not None and state != self.params):
+            earlier = state if isinstance(state, dict) else {"error": "input_mutated", "message": "the forward "
+                      "changed the module's parameters or buffers (the caller's weights: a checkpoint's, an optimizer's)"}
         if lean or "error" in desc:
             self.dispose(self.earlier.take())
         else:
@@ -256,6 +259,10 @@ class Harness:
         if "error" in desc or earlier:
             return desc if "error" in desc else earlier
         return {"ok": True, "output": desc, "observations": self.observations(), "inputs_changed": changed}
+
+    def _state(self) -> Any:
+        """The module's parameters' and buffers' signatures (history.state_sigs), or an error reply."""
+        return history.state_sigs(self.call(jobs.state_of, (self.model,)), self.earlier.key, _unclean)
 
     def op_earlier(self, msg: dict) -> dict:
         """Every held judged call's tensors read again (after the trials: sandbox/history.py)."""
@@ -275,7 +282,7 @@ class Harness:
         why = _unclean(prev) if prev is not None else None   # the candidate has had it: checked before any use
         if why:
             raise _Refused({"error": "introspection", "message": why})
-        if handle.place(prev, x):
+        if handle.place(prev, x, secrets.randbelow(2) == 0):   # a refill with or without a version change
             return prev
         self.dispose(prev)
         x = handle.apart(x, [t for k, t in self.slots.items() if k != (i, slot)])   # [x, x]: buffers of their own
@@ -318,11 +325,14 @@ class Harness:
         if self.lean:
             self._only(slot)
         bufs = [self.slots.get((i, slot)) for i in range(len(self.pool[j]))]
+        versions = [b._version if isinstance(b, torch.Tensor) else 0 for b in bufs]
         xs = self._fresh(self.pool[j], s, seed, self.scalable, self.rms[j], self.device, out=bufs)
         for i, x in enumerate(xs):
             if isinstance(x, torch.Tensor) and x is not bufs[i]:
                 self.dispose(bufs[i])
                 self.slots[(i, slot)] = x
+            elif isinstance(x, torch.Tensor) and secrets.randbelow(2):   # refilled as by a caller, with or without
+                handle.set_version(x, versions[i])                        # a version change (handle.place)
         return xs
 
     def _remote(self, target: Any) -> Any:
@@ -369,7 +379,7 @@ class Harness:
                 raise _Refused(tampered)
             desc = self._describe(out, self._storages(xs), self.device)
             outs = desc.get("tensors", [])
-            reply = json.dumps({"d": self._digests(outs), "i": self._digests(xs), "t": sample,
+            reply = json.dumps({"d": self._digests(outs), "i": self._positionals(xs), "t": sample,
                                 "m": {"single": desc.get("single"), "meta": desc.get("meta")}}).encode()
             if "error" in desc:
                 raise _Refused(desc)
@@ -504,31 +514,6 @@ class _Refused(Exception):
     def __init__(self, desc: dict):
         super().__init__(desc.get("message", ""))
         self.desc = desc
-
-
-def _harness_namespaces() -> tuple[list[Any], list[Any]]:
-    """(namespaces, code): the modules and classes in which the harness's code looks names up at call time,
-    and the modules whose code that is (kernelgate/sandbox/guard.py watches every such name: neither module nor
-    class attributes are audited by CPython)."""
-    import json.encoder
-    import multiprocessing.connection as mpc
-    std = [sys.modules[n] for n in ("json", "json.encoder", "struct", "multiprocessing.connection") if n in sys.modules]
-    # this module is __main__ in a worker process (python -m kernelgate.sandbox.worker)
-    ours = [sys.modules[n] for n in (__name__, "kernelgate.digest", "kernelgate.clock", "kernelgate.sandbox.loop",
-                                      "kernelgate.sandbox.handle", "kernelgate.sandbox.history",
-                                      "kernelgate.sandbox.ipc", "kernelgate.sandbox.guard", "kernelgate.sandbox.sensors")]
-    import pathlib
-    # and every module the harness's own modules name (os, os.path, sys, time, ...): a function the harness calls
-    # through one, replaced by a chain of C callables (no trace sees it), would run in the harness's frame
-    named = {id(v): v for m in ours for v in vars(m).values() if isinstance(v, ModuleType)}
-    named[id(os.path)] = os.path
-    spaces: list[Any] = [torch, torch._C, torch.cuda, sys.modules["builtins"], *std, *ours,
-                         *[v for v in named.values() if not any(v is k for k in (torch, torch._C, torch.cuda, *std, *ours))],
-                         torch.Tensor, torch._C.TensorBase, mpc.Connection, mpc._ConnectionBase, json.JSONEncoder,
-                         *type(pathlib.Path()).__mro__[:-1]]
-    for m in ours:
-        spaces += [v for v in vars(m).values() if isinstance(v, type) and v.__module__ == m.__name__]
-    return spaces, ours + std
 
 
 def _serve(fd: int, regions_fd: int | None, mask: Any) -> None:

@@ -111,3 +111,27 @@ def test_calls_let_go_past_the_depth_are_read_a_last_time():
         err = err or e.keep([torch.randn(5)], [torch.randn(5)])
     assert err is not None and err["error"] == "aliasing" and len(e.held) == history.DEPTH
     assert e.let_go() and e.let_go() == []
+
+
+def test_a_reordering_of_a_held_tensors_words_is_a_change():
+    """Red team 37: the digest summed the words' mixes whatever their order, so reversing a held output's (or the
+    caller's weights') words went unseen. The signature depends on where each word lies, under a secret key."""
+    y = torch.randn(64, 8)
+    e = Earlier(key=12345)
+    e.keep([torch.randn(4)], [y])
+    words = y.view(-1).view(torch.int64)
+    words.copy_(words.flip(0))
+    err = e.check([torch.randn(4)], [torch.randn(4)], _clean)
+    assert err is not None and err["error"] == "aliasing"
+
+
+def test_state_signatures_cover_parameters_and_buffers():
+    from kernelgate.sandbox import jobs
+    m = torch.nn.BatchNorm1d(4).eval()
+    sigs = history.state_sigs(jobs.state_of(m), 7, _clean)
+    assert [n for n, _ in sigs] == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    m.running_var.zero_()
+    assert history.state_sigs(jobs.state_of(m), 7, _clean) != sigs
+    assert history.state_sigs(jobs.state_of(m), 7, lambda t: "no")["error"] == "introspection"
+    m.register_buffer("workspace", torch.zeros(3), persistent=False)      # not the caller's: may change
+    assert "workspace" not in [n for n, _ in history.state_sigs(jobs.state_of(m), 7, _clean)]
