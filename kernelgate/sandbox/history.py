@@ -56,7 +56,8 @@ def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> An
         why = unclean(t)
         if why:
             return {"error": "introspection", "message": why}
-        out.append((str(name), _sig(t, key)))
+        # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values
+        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key)))
     return out
 
 

@@ -129,9 +129,13 @@ def test_state_signatures_cover_parameters_and_buffers():
     from kernelgate.sandbox import jobs
     m = torch.nn.BatchNorm1d(4).eval()
     sigs = history.state_sigs(jobs.state_of(m), 7, _clean)
-    assert [n for n, _ in sigs] == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    assert [s[0] for s in sigs] == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     m.running_var.zero_()
     assert history.state_sigs(jobs.state_of(m), 7, _clean) != sigs
     assert history.state_sigs(jobs.state_of(m), 7, lambda t: "no")["error"] == "introspection"
     m.register_buffer("workspace", torch.zeros(3), persistent=False)      # not the caller's: may change
-    assert "workspace" not in [n for n, _ in history.state_sigs(jobs.state_of(m), 7, _clean)]
+    assert "workspace" not in [s[0] for s in history.state_sigs(jobs.state_of(m), 7, _clean)]
+    conv = torch.nn.Conv2d(3, 8, 3)
+    before = history.state_sigs(jobs.state_of(conv), 7, _clean)
+    conv.to(memory_format=torch.channels_last)        # laid out anew, the same values: not a change
+    assert history.state_sigs(jobs.state_of(conv), 7, _clean) == before
