@@ -23,8 +23,9 @@ import torch
 
 def words(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes, in row-major order, as 64-bit words (zero-padded to a whole word, or copied to
-    an aligned buffer, where the size or the address does not allow a view)."""
-    flat = t.detach().reshape(-1)
+    an aligned buffer, where the size or the address does not allow a view); of its values where it is a conjugate
+    or negative view (their memory holds the conjugates or negations: no byte view of it is allowed)."""
+    flat = t.detach().resolve_conj().resolve_neg().reshape(-1)
     if not flat.is_contiguous():
         flat = flat.contiguous()
     b = flat.view(torch.uint8)

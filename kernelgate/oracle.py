@@ -24,7 +24,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from . import hostmem
 from .errors import KernelgateError
 from .records import Contract, Reason
-from .sandbox.sensors import describe_output
+from .sandbox.sensors import describe_output, rng_state
 from .languages import kernel_languages
 from .structure import structured
 from .workload import Reference
@@ -238,6 +238,10 @@ class Oracle:
         self.lean = self.home != self.device      # the lean memory plan: the cache goes back after every run
         self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
+        # the state's parameters, each with whether it requires grad (an optimizer's): a candidate's must match
+        self.grads = {k: bool(p.requires_grad) for k, p in self.model.named_parameters(remove_duplicate=False)
+                      if k in self.state0}
+        self.uses_rng = False                     # the forward draws from or reseeds the global generators (probe)
         self.model64 = None if own else copy.deepcopy(self.model).to(torch.float64)
         self.ops: set[str] = set()
         self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs
@@ -247,6 +251,7 @@ class Oracle:
                 self.low[fmt] = copy.deepcopy(self.model).to(dt)
         self.single = True
         self.shared: list[bool] = []             # per output: shares memory with an earlier output
+        self.conj: list[bool] = []               # per output: a conjugate view (torch.conj of a complex tensor)
         self.reduce_ks: list[int] = []
         self.rounded: list[bool] = []            # per output: a rounding op on its way (judged in grid steps)
 
@@ -288,11 +293,15 @@ class Oracle:
                 raw = self.model(*dev)
             ks, rounded = rec.of(as_list(raw)), rec.rounded_of(as_list(raw))
             self.shared = shared_outputs(as_list(raw))
+            self.conj = [isinstance(o, torch.Tensor) and bool(o.is_conj()) for o in as_list(raw)]
             self.single = not isinstance(raw, (tuple, list))
             first = [self.homed(o.detach()) if isinstance(o, torch.Tensor) else o for o in as_list(raw)]
             del raw
             torch.manual_seed(2)
+            drawn = rng_state(str(self.device))
             second = self._call(self.model, dev)
+            # a forward that draws or reseeds (the same outputs from a seed of its own): a candidate may do so too
+            self.uses_rng = rng_state(str(self.device)) != drawn
         except Exception as e:  # noqa: BLE001
             raise KernelgateError(f"the reference's forward failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
         del dev

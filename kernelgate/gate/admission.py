@@ -23,7 +23,7 @@ def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
     return None
 
 
-def output_means(runs: Runs) -> list[float]:
+def output_means(runs: Runs) -> list[float | complex]:
     """The mean of each oracle output of one trial (NaN/Inf counted as 0)."""
     return [correctness.mean_nonfinite_as_zero(g) for g in runs.oracle]
 
@@ -38,7 +38,7 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None
     where = oracle.device if getattr(oracle, "away", False) else None
     yield "zeros", [torch.zeros_like(b, device=where) for b in task]
     if means is not None:
-        yield "constant at the mean", [torch.full_like(b, m if b.is_floating_point() else round(m), device=where)
+        yield "constant at the mean", [torch.full_like(b, m if b.is_floating_point() or b.is_complex() else round(m.real), device=where)
                                        for b, m in zip(task, means)]
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
     if len(task) == 1 and tensors and tensors[0].shape == task[0].shape:

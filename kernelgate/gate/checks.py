@@ -149,6 +149,7 @@ class Outputs:
     strides: bool = True
     inplace: bool = False
     shared: tuple[bool, ...] = ()       # per output: shares memory with an earlier output in the reference's
+    conj: tuple[bool, ...] = ()         # per output: the reference's is a conjugate view (torch.conj)
 
     def described(self, single: Any, metas: Any, refs: list[torch.Tensor], name: str) -> Problem | None:
         """The worker's description of one call's outputs against the reference's outputs on the same shapes."""
@@ -169,6 +170,11 @@ class Outputs:
             if meta.get("aliased") and not self.inplace:
                 return Problem(Reason.ALIASING, "no aliasing", f"{label} shares memory with an input ({name}); "
                                "declare inplace = true in the contract if intended")
+            if meta.get("conj") and not (k < len(self.conj) and self.conj[k]):
+                # red team 38: the right values as a conjugate view of memory holding their conjugates; a caller's
+                # kernel reading the pointer (data_ptr) reads every imaginary part negated
+                return Problem(Reason.OUTPUT_TYPE, "output type", f"{label} is a conjugate-bit view (its memory holds "
+                               f"the conjugates), which the reference's is not ({name})")
             shares = meta.get("shares")
             if shares is not None and not (k < len(self.shared) and self.shared[k]):
                 # red team 32: `return y, y` for the reference's `y, y.clone()`: a caller's in-place edit of one

@@ -31,9 +31,24 @@ def _tensors(xs: list[Any]) -> list[torch.Tensor]:
     return [x for x in xs if isinstance(x, torch.Tensor)]
 
 
+def _inexact(t: Any) -> bool:
+    """A float or complex tensor (a complex element is non-finite where either part is)."""
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
 def _nonfinite(outs: list[Any]) -> list[torch.Tensor | None]:
-    """Per output, the mask of non-finite values (None for non-float outputs)."""
-    return [~torch.isfinite(o) if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
+    """Per output, the mask of non-finite values (None for integer and bool outputs)."""
+    return [~torch.isfinite(o) if _inexact(o) else None for o in outs]
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """oracle.bit_equal, complex tensors compared as their parts (NaN equal to NaN in either part: bit_equal's
+    torch.equal takes no NaN as equal)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_complex() and b.is_complex():
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return bit_equal(torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj()))
+    return bit_equal(a, b)
 
 
 class Prober:
@@ -51,10 +66,11 @@ class Prober:
         if self.risky:
             self.cpu = self._cpu_copy()
         keys = set(o.state0)
-        # the float parameters and buffers the state dict holds: negated and taken far off like parameters (red
-        # team 32: running statistics clamped to their init range were accepted when only parameters were)
+        # the float and complex parameters and buffers the state dict holds: negated and taken far off like
+        # parameters (red team 32: running statistics clamped to their init range were accepted when only
+        # parameters were; red team 38: complex ones were left out)
         named = [*o.model.named_parameters(remove_duplicate=False), *o.model.named_buffers(remove_duplicate=False)]
-        self.params = sorted({k for k, p in named if k in keys and p.is_floating_point() and p.numel()})
+        self.params = sorted({k for k, p in named if k in keys and _inexact(p) and p.numel()})
         self.int_buffers = any(not v.is_floating_point() and not v.is_complex() and v.numel() for v in o.state0.values())
         self._domains: dict[int, workload.IntDomain] | None = None
 
@@ -179,7 +195,7 @@ class Prober:
                 del base
             runs = self.oracle.run(xs)
             for b in runs.task:                          # the next allocations of these sizes hold a pattern
-                if isinstance(b, torch.Tensor) and b.is_floating_point():
+                if _inexact(b):
                     torch.full_like(b, 1234.5, device=self.oracle.device)
             dev = [x.to(self.oracle.device) if isinstance(x, torch.Tensor) else x for x in xs]
             with torch.no_grad():      # compared where the runs are kept (the host in the lean memory plan)
@@ -190,8 +206,12 @@ class Prober:
         except Exception:  # noqa: BLE001
             return False
         for g, b, b2 in zip(runs.oracle, runs.task, again):
-            if not all(isinstance(t, torch.Tensor) for t in (g, b, b2)) or g.shape != b.shape or not bit_equal(b, b2):
+            if not all(isinstance(t, torch.Tensor) for t in (g, b, b2)) or g.shape != b.shape or not _same_bits(b, b2):
                 return False
+            if b.is_complex():           # judged exactly against `b` (the same twice): the oracle non-finite alike
+                if not (g.is_complex() and torch.equal(~torch.isfinite(g), ~torch.isfinite(b).to(g.device))):
+                    return False
+                continue
             if not all(t.dtype in NONFINITE_DTYPES for t in (g, b, b2)):
                 continue                 # an integer output beside float ones (an argmax): the same twice
             gi, bi = torch.isinf(g), torch.isinf(b)

@@ -32,6 +32,8 @@ ALLOWED_FLAG_CHANGES = {
 }
 
 
+LEAN_LAYOUTS = 2                # layout kinds a judgement in the lean memory plan tries
+FIRST_HOLD_BYTES = 4 << 30      # the build phase's calls held for judging (inputs and outputs) at most
 Phase = Callable[[str], ContextManager]     # name -> a context timing that part (the search's accounting)
 
 
@@ -127,6 +129,11 @@ class Session:
         self.torch_threads = self.torch_threads0 = 0
         self.phase: Phase = no_phase        # the search times the worker's start apart from the build
         self.deadline: float | None = None  # time.monotonic() by which the judgement must be done (a search's)
+        # the layout kinds tried: all, or in the lean memory plan two, a secret (each a call in the build phase and
+        # a trial, each a task's worth through the host: a 16 GiB task's build phase took 60-90 s a layout)
+        self.layouts = tuple(sorted(secrets.SystemRandom().sample(LAYOUTS, LEAN_LAYOUTS))) \
+            if getattr(task, "lean", False) else LAYOUTS
+        self.first: list[tuple[str, list[Any]]] = []    # the build phase's calls held for judging (first_calls)
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
         raise Rejected(reason, Check(name, False, detail))
@@ -207,6 +214,7 @@ class Session:
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "prebuilt": self._prebuilt(baseline), "shape": t.shape,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
+                      "grads": t.oracle.grads, "rng": not t.oracle.uses_rng,
                       "guard": "observe" if baseline else "enforce",
                       "library_paths": self.worker.library_paths([self.cand.path, t.ref.spec.path]),
                       "compile": compile_options is not None, "compile_options": compile_options or {}},
@@ -216,23 +224,31 @@ class Session:
         """End of the build phase: one call on the workload's own inputs for each shape and layout the trials
         will use (so torch.compile, Triton and extension builds, which start compilers, happen now), then the worker
         is locked down: no new processes from here on, checked from outside. The outputs of these calls are
-        not judged; the trials' inputs are drawn from a secret seed afterwards."""
+        held unread (the full plan) and judged once no thread of the candidate's is left (`first_calls`); the
+        trials' inputs are drawn from a secret seed afterwards."""
         t = self.task
         shapes = [t.given] + [workload.resize(t.inputs(0), v.inputs, v.dim, size,
                                               torch.Generator().manual_seed(0))
                               for v in t.contract.vary for size in v.sizes]
         lean = t.lean and t.device.startswith("cuda")     # the worker gives its memory back between calls: the
-        for xs in shapes:                                  # judge probes the layouts on the device in between
-            self.request({"op": "call", "inputs": xs, "settle": True}, self.cfg.call_timeout, "forward")
-            if lean:
-                self.release(shed=False)
-        for which in LAYOUTS:               # the layout trials' strides: a compiler recompiles for them now
+        calls = [("first call", lambda xs=xs: xs) for xs in shapes]  # judge probes the layouts on the device between
+        for which in self.layouts:          # the layout trials' strides: a compiler recompiles for them now
             keys = layout_keys(t, which)
             if keys:
-                self.request({"op": "call", "inputs": relaid(t, t.given, keys, which), "settle": True},
-                             self.cfg.call_timeout, "forward (inputs in another memory layout)")
-                if lean:
-                    self.release(shed=False)
+                calls.append((f"first call, {LAYOUT}: {which}", lambda keys=keys, which=which: relaid(
+                    t, t.given, keys, which)))
+        each = t.out_bytes() + sum(x.numel() * x.element_size() for x in t.given if isinstance(x, torch.Tensor))
+        self.first = []                     # the calls held until judged (their inputs, one task's worth each)
+        for k, (name, make) in enumerate(calls):
+            xs = make()                     # built one at a time (a relaid 16 GiB input is 16 GiB more)
+            hold = not t.lean and (k + 1) * each <= FIRST_HOLD_BYTES
+            self.request({"op": "call", "inputs": xs, "settle": True, "hold": hold}, self.cfg.call_timeout,
+                         "forward" + (" (inputs in another memory layout)" if LAYOUT in name else ""))
+            if hold:
+                self.first.append((name, xs))
+            del xs
+            if lean:
+                self.release(shed=False)
         try:
             self.worker.lockdown(self.cfg.call_timeout)
         except WorkerFailure as f:
@@ -243,7 +259,18 @@ class Session:
         # under it (kernelgate/sandbox/worker.py, op_build)
         self.request({"op": "observe"}, self.cfg.call_timeout, "build")
         self.checks.append(Check("isolation", True, "; ".join(self.worker.protections) or "none reported"))
+        if self.first:
+            self.first_calls()
 
+    def first_calls(self) -> None:
+        """The build phase's calls judged, the first in each shape and layout (red team 36: a module returning zeros
+        on its first call of each kind, right afterwards, was accepted). Each against the reference's run on its own
+        inputs: a layout changes a complex output's bits (judged exactly)."""
+        for i, (name, xs) in enumerate(self.first):
+            reply = self.request({"op": "settled", "index": i}, self.cfg.call_timeout, name)
+            self.check_outputs(name, xs, self.task.oracle.run(xs), reply)
+        self.request({"op": "settled", "drop": True}, self.cfg.call_timeout, "build")
+        self.first = []
     def threads_after_lockdown(self, wait_s: float = 2.0) -> None:
         """After the lockdown no thread can start (isolation._lockdown_program), so one of the candidate's that is
         still alive could only be there to run beside the harness: every thread of the worker's (read from /proc, by
@@ -323,7 +350,7 @@ class Session:
         again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
         # a trial called after a pause, with earlier trials' outputs held (a caller's next step may come much later)
         paused = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))
-        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials))):   # one trial's data at a time
+        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts)):   # one trial's data at a time
             if trial.state is not None:       # loads in turn: plain, versions set back (a `.data` write), written
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 3 == 1,   # into the tensors
                               "direct": loads % 3 == 2}, self.cfg.call_timeout, "load_state_dict")   # (jobs.load)

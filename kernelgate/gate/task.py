@@ -90,7 +90,7 @@ class Task:
     def outputs(self) -> checks.Outputs:
         """What every call's outputs must look like (structure, dtype, shape, device, layout, aliasing)."""
         return checks.Outputs(self.oracle.single, self.device, self.contract.strides, self.contract.inplace,
-                              tuple(getattr(self.oracle, "shared", ())))
+                              tuple(getattr(self.oracle, "shared", ())), tuple(getattr(self.oracle, "conj", ())))
 
     @property
     def hash(self) -> str:

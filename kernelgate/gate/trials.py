@@ -12,6 +12,9 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - one main trial gives its tensors in another memory layout (column-major), a second (3+ dims) in another
   memory order drawn per task;
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
+Complex inputs, parameters and buffers go through all of these as their real and imaginary parts (red team 38:
+`is_floating_point()` is False for them, so they had no edits, special values, NaN/Inf or extreme values, and
+complex parameters were never perturbed or negated).
 Every trial that goes where the given inputs do not is probed first: the reference must run and give
 finite outputs (or no more non-finite ones than without the change), else the trial falls back to the
 workload's own values (or is left out, for the NaN/Inf trial).
@@ -51,14 +54,14 @@ def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
     return list(iter_trials(task, seed, n))
 
 
-def iter_trials(task: Any, seed: int, n: int) -> Iterator[Trial]:
+def iter_trials(task: Any, seed: int, n: int, layouts: tuple[int, ...] = LAYOUTS) -> Iterator[Trial]:
     """Correctness trials from the secret seed: `n` main trials with widened distributions and integer ranges,
     perturbed and negated parameters, edits of one trial's inputs, NaN/Inf and extreme inputs (`plan`), then
     the shapes the contract varies. Built one at a time as the judge asks (a trial of a task whose inputs
     take gigabytes is held only while it is judged); each carries the parameters it needs, except edits,
     which are built with their anchor and follow it."""
     g = torch.Generator().manual_seed(seed)
-    for name, xs, state in plan(task, g, n):
+    for name, xs, state in plan(task, g, n, layouts):
         yield Trial(name, xs, state)
     for v in task.contract.vary:
         for size in v.sizes:
@@ -81,10 +84,12 @@ def main_count(task: Any, n: int) -> int:
     return n * FEW_FACTOR if small and n > 0 else n
 
 
-def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
+def plan(task: Any, g: torch.Generator, n: int,
+         layouts: tuple[int, ...] = LAYOUTS) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
     """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`, built lazily:
     the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
-    parameters into the oracle between trials (the prober then loads its own again)."""
+    parameters into the oracle between trials (the prober then loads its own again). `layouts`: the layout kinds
+    tried (the session's: all of them, or in the lean memory plan two, a secret: session.py)."""
     pr = prober(task)
     r = random.Random(int(torch.randint(1 << 62, (1,), generator=g)))
     flip_at = r.sample(range(1, n), min(2, n - 1)) if n > 1 else []
@@ -101,7 +106,7 @@ def plan(task: Any, g: torch.Generator, n: int) -> Iterator[tuple[str, list[Any]
     layout_of: dict[int, int] = {}
     left: list[int] = []                # kinds no main trial is left for: trials of their own after the main ones
     multi = any(isinstance(x, torch.Tensor) and sum(1 for d in x.shape if d > 1) >= 2 for x in task.given)
-    for which in (LAYOUTS if task.contract.layouts else ()):
+    for which in (layouts if task.contract.layouts else ()):
         if which in (0, 1, 5) and not multi:        # another order of the dims: none for vectors
             continue
         src = slots[0] or slots[1]
@@ -150,7 +155,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
     notes = []
     state = o.state0
     if t:
-        state = workload.perturb(o.state0, g)
+        state = perturb(o.state0, g)
         notes.append("perturbed params")
         plain = state
         if t % 2 == 1 and pr.int_buffers:
@@ -160,7 +165,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
                 notes.append("integer buffers perturbed")
         if t in flip_at and pr.params:
             keys = half if t == flip_at[0] else [k for k in pr.params if k not in half]
-            positive = {k for k in keys if bool((o.state0[k] > 0).all())}
+            positive = {k for k in keys if not o.state0[k].is_complex() and bool((o.state0[k] > 0).all())}
             for attempt in (keys, [k for k in keys if k not in positive]):
                 flipped = workload.flip_signs(state, attempt)
                 if attempt and pr.ok(xs, flipped, (xs, state)):
@@ -213,9 +218,12 @@ def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, to
 
 def _with_specials(task, pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
                 notes: list[str]) -> list[Any]:
-    """Exact special values in the float inputs (values.special_inputs) where the reference takes them (no new
-    NaN/Inf); an input refused so gets exact zeros alone (red teams 29, 30)."""
+    """Exact special values in the float and complex inputs (values.special_inputs, complex_specials) where the
+    reference takes them (no new NaN/Inf); an input refused so gets exact zeros alone (red teams 29, 30)."""
     changed, zeros = values.special_inputs(xs, task.contract, r)
+    more_changed, more_zeros = complex_specials(xs, task.contract, r)
+    changed.update(more_changed)
+    zeros.update(more_zeros)
     keys = most_accepted(pr, xs, state, changed) if changed else []
     rest = {i: z for i, z in zeros.items() if i not in keys}
     more = most_accepted(pr, merged(xs, changed, keys), state, rest) if rest else []
@@ -358,8 +366,8 @@ def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor:
     yield name, xs, state
     domains = pr.domains()
     editable = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel()
-                and (x.is_floating_point() or i in domains)]
-    floats = [i for i in editable if xs[i].is_floating_point()]
+                and (x.is_floating_point() or x.is_complex() or i in domains)]
+    floats = [i for i in editable if xs[i].is_floating_point() or xs[i].is_complex()]    # complex: either part
     if not editable:
         return
 
@@ -367,7 +375,7 @@ def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor:
         for cs in (counts, {i: c for i, c in counts.items() if i in floats}):
             if not cs:
                 continue
-            ys = workload.edit(base, g, task.contract, domains, cs)
+            ys = on_parts(workload.edit, base, g, task.contract, domains, cs)
             if all(i in floats for i in cs) or pr.ok(ys, state, (base, state)):
                 return ys
         return None
@@ -385,9 +393,15 @@ def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor:
 
 
 def _nonfinite_trial(task, pr: Prober, g: torch.Generator):
-    """NaN, +Inf and -Inf at a few positions of the float inputs, when the reference defines its outputs
-    there (Prober.nonfinite_ok); None otherwise."""
-    return _special_trial(task, pr, g, workload.with_nonfinite, correctness.NONFINITE_TRIAL, against_clean=True)
+    """NaN, +Inf and -Inf at a few positions of the float inputs (complex ones: in either part), when the
+    reference defines its outputs there (Prober.nonfinite_ok); None otherwise. Where every output that is not
+    an integer one is complex, the trial is named COMPLEX_NONFINITE, not correctness.NONFINITE_TRIAL: such
+    outputs are judged exactly (bit-identical to the reference's, NaN equal to NaN, per part), which the NaN/Inf
+    trial's judgement leaves out (checks.Expected.check: not judged on NaN/Inf inputs)."""
+    outs = task.out_meta or ()
+    complex_only = any(b.dtype.is_complex for b in outs) and not any(b.dtype in NONFINITE_DTYPES for b in outs)
+    label = COMPLEX_NONFINITE if complex_only else correctness.NONFINITE_TRIAL
+    return _special_trial(task, pr, g, workload.with_nonfinite, label, against_clean=True)
 
 
 def _extreme_trial(task, pr: Prober, g: torch.Generator):
@@ -398,13 +412,94 @@ def _extreme_trial(task, pr: Prober, g: torch.Generator):
 
 
 def _special_trial(task, pr: Prober, g: torch.Generator, make, label: str, against_clean: bool = False):
-    if task.quantized or not any(b.dtype in NONFINITE_DTYPES for b in task.out_meta or ()):
+    if task.quantized or not any(b.dtype in NONFINITE_DTYPES or b.dtype.is_complex for b in task.out_meta or ()):
         return None                  # integer outputs beside float ones: judged exactly (NaN/Inf trial: not judged)
     clean = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)))
-    xs = make(clean, g, task.contract)
+    xs = on_parts(make, clean, g, task.contract)
     if xs is None:
         return None
-    state = workload.perturb(task.oracle.state0, g)
+    state = perturb(task.oracle.state0, g)
     if not pr.nonfinite_ok(xs, state, clean if against_clean else None):
         return None
     return f"trial ({label}, perturbed params)", xs, state
+
+
+# ------------------------------------------------------------------ complex inputs and parameters
+
+#: the name of the NaN/Inf trial of a task whose outputs are complex (and integer) only: judged as any trial
+#: (exactly), so without correctness.NONFINITE_TRIAL in it (_nonfinite_trial)
+COMPLEX_NONFINITE = "NaN/Inf in the inputs, complex outputs judged exactly"
+
+
+def _complex(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_complex()
+
+
+def _as_complex(y: torch.Tensor) -> torch.Tensor:
+    try:
+        return torch.view_as_complex(y)
+    except RuntimeError:                 # strides a complex view cannot take: a copy
+        return torch.view_as_complex(y.contiguous())
+
+
+def on_parts(make, xs: list[Any], *args) -> list[Any] | None:
+    """make(xs, *args) with every complex tensor of `xs` handed over as its real and imaginary parts (a float
+    view, last dim 2: workload's edits, NaN/Inf and extreme values treat each part as an element) and taken back
+    as complex; an input `make` leaves alone stays the tensor it was. None where `make` gives None."""
+    if not any(map(_complex, xs)):
+        return make(xs, *args)
+    views = [torch.view_as_real(x.detach().resolve_conj()) if _complex(x) else x for x in xs]
+    ys = make(views, *args)
+    if ys is None:
+        return None
+    return [x if y is v else _as_complex(y) if _complex(x) and isinstance(y, torch.Tensor) else y
+            for x, v, y in zip(xs, views, ys)]
+
+
+def perturb(state: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """workload.perturb, and the complex tensors of `state` perturbed as their real and imaginary parts
+    (workload.perturb leaves them as they are); a state without complex tensors draws exactly as before."""
+    out = workload.perturb(state, gen)
+    for k, v in state.items():
+        if v.is_complex() and v.numel():
+            parts = torch.view_as_real(v.detach().resolve_conj())
+            out[k] = _as_complex(workload.perturb({k: parts}, gen)[k])
+    return out
+
+
+def complex_specials(xs: list[Any], contract: Any, r: random.Random) -> tuple[dict[int, Any], dict[int, Any]]:
+    """values.special_inputs for the complex inputs: every 2nd-5th element, from a random start, a complex
+    number whose real and imaginary parts are exact special values (values.SPECIALS, those the contract's domain
+    holds), cycled through pairs of two specials, real ones (imaginary part 0) and imaginary ones; the zeros
+    alone (0 + 0j) in the second dict, and one whole entry of the first dimension 0 in both (2+ dims)."""
+    changed: dict[int, Any] = {}
+    zeros: dict[int, Any] = {}
+    for i, x in enumerate(xs):
+        if not (_complex(x) and x.numel() > 1):
+            continue
+        d = contract.domain_of(i)
+        vals = [v for v in values.SPECIALS if d is None or d.low <= v <= d.high]
+        if not vals:
+            continue
+        step, start = r.randint(2, 5), r.randrange(2)
+        re, im = list(vals), list(vals)
+        r.shuffle(re)
+        r.shuffle(im)
+        pairs = list(zip(re, im))
+        if 0.0 in vals:
+            pairs += [(v, 0.0) for v in im] + [(0.0, v) for v in re]
+        y = torch.clone(x.detach().resolve_conj(), memory_format=torch.contiguous_format)
+        z = y.clone() if 0.0 in vals else None
+        parts = torch.view_as_real(y).view(-1, 2)
+        for j, (a, b) in enumerate(pairs):          # strided fills, as values.special_inputs
+            parts[start + j * step::step * len(pairs), 0] = a
+            parts[start + j * step::step * len(pairs), 1] = b
+        changed[i] = y
+        if z is not None:
+            z.view(-1)[start::step] = 0.0
+            zeros[i] = z
+            if x.dim() >= 2 and x.shape[0] > 1:
+                k = r.randrange(x.shape[0])
+                y[k] = 0.0
+                z[k] = 0.0
+    return changed, zeros

@@ -49,16 +49,93 @@ def _sig(t: torch.Tensor, key: int) -> tuple:
 
 def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> Any:
     """[(name, signature)] of the module's parameters and buffers, as `jobs.state_of` handed them (detached: plain
-    tensors), or the error reply where one is not a plain tensor. A forward may not change its caller's weights or
-    buffers (red team 36 zeroed the weights, red team 37 a buffer, after computing from private copies)."""
+    tensors, each with whether it requires grad and which parameter object it came from), or the error reply where
+    one is not a plain tensor. A forward may not change its caller's weights or buffers (red team 36 zeroed the
+    weights, red team 37 a buffer, after computing from private copies), nor swap the parameter objects an optimizer
+    holds or their requires_grad (red team 38: an optimizer built before the first call trained nothing)."""
     out = []
-    for name, t in named if type(named) is list else ():
+    for item in named if type(named) is list else ():
+        if type(item) is not tuple or len(item) != 4 or type(item[2]) is not bool or type(item[3]) is not int:
+            return {"error": "introspection", "message": "the module's state came back in another form"}
+        name, t, grad, ident = item
         why = unclean(t)
         if why:
             return {"error": "introspection", "message": why}
         # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values
-        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key)))
+        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key), grad, ident))
     return out
+
+
+def state_change(before: list, after: list) -> str:
+    """What a forward changed of the module's state (both `state_sigs`)."""
+    was = {s[0]: s for s in before}
+    for s in after:
+        b = was.pop(s[0], None)
+        if b is None:
+            return f"the forward added '{s[0]}' to the module's parameters or buffers"
+        if b[5] != s[5]:
+            return (f"the forward replaced the parameter object '{s[0]}' (an optimizer built before the call holds the "
+                    "old one and trains weights the module no longer reads)")
+        if b[4] != s[4]:
+            return f"the forward changed requires_grad of '{s[0]}' ({b[4]} -> {s[4]})"
+        if b[1:4] != s[1:4]:
+            return (f"the forward changed the module's '{s[0]}' (the caller's weights: a checkpoint's, an "
+                    "optimizer's)")
+    return f"the forward removed '{next(iter(was), '?')}' from the module's parameters or buffers"
+
+
+def objects_change(before: Any, after: Any) -> str | None:
+    """`state_change` in the parameter objects and their requires_grad alone (a load writes new values): between the
+    build and a later load, the calls between them (the build's settle calls, unjudged) may not swap or freeze them."""
+    if type(before) is not list or type(after) is not list:
+        return None
+    strip = [lambda sigs: [(s[0], None, None, None, s[4], s[5]) for s in sigs]][0]
+    return state_change(strip(before), strip(after)) if strip(before) != strip(after) else None
+
+
+def param_fault(sigs: list, grads: dict) -> str | None:
+    """Where the module's parameters differ from the reference's (`grads`: each state parameter's requires_grad): one
+    that is a buffer or a plain attribute, or frozen, is left out of a caller's training (red team 38)."""
+    if type(sigs) is not list:               # an error reply: reported where it was made
+        return None
+    mine, buffers = {s[0]: s for s in sigs if s[5]}, {s[0] for s in sigs if not s[5]}
+    for name, grad in grads.items():
+        s = mine.get(name)
+        if s is None and name in buffers:    # (a module of its own layout, other names: judged below)
+            return (f"'{name}' is a parameter of the reference's but a buffer of the module's (a caller's optimizer, "
+                    "built over its parameters(), would leave it untrained)")
+        if s is not None and s[4] != grad:
+            return f"the module's parameter '{name}' has requires_grad={s[4]}; the reference's has {grad}"
+    frozen = next((s[0] for s in mine.values() if not s[4]), None)
+    if grads and all(grads.values()) and frozen is not None:
+        return f"the module's parameter '{frozen}' has requires_grad=False; every one of the reference's requires grad"
+    return None
+
+
+def roundtrip_fault(named: Any, loaded: dict, key: int, unclean: Callable[[Any], str | None]) -> str | None:
+    """Whether the module's `state_dict()` (`jobs.state_dict_of`) gives back the state just loaded, each value rounded
+    to the module's dtype, where it has the reference's keys (red team 38 handed out a transposed weight under the
+    reference's key, so a checkpoint saved from the module reloaded wrong). A module with keys of its own (a layout
+    it converts the reference's into in a load hook) is judged by loading its own checkpoint back (`jobs.reload`)."""
+    if type(named) is not list:
+        return "the module's state_dict() did not come back as a mapping of tensors"
+    got = {}
+    for item in named:
+        if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str:
+            return "the module's state_dict() did not come back as a mapping of tensors"
+        why = unclean(item[1])
+        if why:
+            return why
+        got[item[0]] = item[1]
+    if set(got) != set(loaded):              # a layout of its own (converted by a load hook): `reload_fault` judges it
+        return None
+    for k, v in loaded.items():
+        c = got[k]
+        if not isinstance(v, torch.Tensor) or tuple(c.shape) != tuple(v.shape) or \
+                positional(c, key) != positional(v.to(device=c.device, dtype=c.dtype), key):
+            return (f"the module's state_dict() hands out other values under '{k}' than were loaded (a checkpoint "
+                    "saved from it reloads wrong)")
+    return None
 
 
 class Earlier:
@@ -134,3 +211,11 @@ class Earlier:
             err = err or self._compare(self.held[:1], len(self.held))
             self.dropped.append(self.held.pop(0))
         return err
+
+
+RELOADED = "its own state_dict() loaded back into it changes it (a checkpoint saved from the module reloads wrong)"
+
+
+def own_keys(named: Any, loaded: dict) -> bool:
+    """The module's `state_dict()` (`jobs.state_dict_of`) has keys other than the reference's."""
+    return type(named) is list and {item[0] for item in named if type(item) is tuple and item} != set(loaded)

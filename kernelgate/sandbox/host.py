@@ -481,7 +481,7 @@ class Worker:
         if "error" in reply:
             reason = {"build_error": Reason.BUILD_ERROR, "exit": Reason.EXIT, "output_type": Reason.OUTPUT_TYPE,
                       "introspection": Reason.INTROSPECTION, "input_mutated": Reason.INPUT_MUTATED,
-                      "aliasing": Reason.ALIASING}.get(reply["error"], Reason.CRASH)
+                      "aliasing": Reason.ALIASING, "flags": Reason.FLAGS}.get(reply["error"], Reason.CRASH)
             raise WorkerFailure(reason, str(reply.get("message", "")), str(reply.get("traceback", "")))
         return reply
 

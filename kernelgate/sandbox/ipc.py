@@ -80,7 +80,7 @@ MAX_SHIFT = 1 << 12
 _ALIGN = 64
 #: the requests whose replies carry a task's outputs: a reply region is made for these (once a worker's regions
 #: are shed, a request of another kind does not make one)
-BULK_REPLIES = frozenset({"call", "fetch"})
+BULK_REPLIES = frozenset({"call", "fetch", "settled"})
 _TAG = "__kg_bulk__"
 
 

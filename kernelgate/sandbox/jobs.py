@@ -116,7 +116,28 @@ def state_of(model: torch.nn.Module) -> list:
     target = getattr(model, "_orig_mod", model)
     bufs = [(f"{p}.{n}" if p else n, b) for p, m in torch.nn.Module.named_modules(target, remove_duplicate=False)
             for n, b in dict.items(m._buffers) if b is not None and n not in m._non_persistent_buffers_set]
-    return [(n, t.detach()) for n, t in list(torch.nn.Module.named_parameters(target, remove_duplicate=False)) + bufs]
+    params = list(torch.nn.Module.named_parameters(target, remove_duplicate=False))
+    return [(n, t.detach(), bool(t.requires_grad), id(t)) for n, t in params] + \
+        [(n, t.detach(), False, 0) for n, t in bufs]
+
+
+def reload(model: torch.nn.Module) -> str | None:
+    """The module's own checkpoint loaded back into it (strict): a module whose state_dict() has keys of its own
+    must read what it writes (sandbox/history.py, `roundtrip_fault`)."""
+    target = getattr(model, "_orig_mod", model)
+    sd = target.state_dict()
+    try:
+        target.load_state_dict(sd, strict=True)
+    except Exception as e:  # noqa: BLE001 - the verdict's reason: what a caller reloading it would see
+        return f"its own state_dict() does not load back into it (strict): {_first_line(e)}"
+    return None
+
+
+def state_dict_of(model: torch.nn.Module) -> list:
+    """(key, detached tensor) of the module's own `state_dict()` (the candidate's, overridden or not): what a
+    checkpoint saved from it holds (sandbox/history.py, `roundtrip_fault`)."""
+    target = getattr(model, "_orig_mod", model)
+    return [(str(k), v.detach() if isinstance(v, torch.Tensor) else v) for k, v in target.state_dict().items()]
 
 
 def load(model: torch.nn.Module, state: dict, device: str, quiet: bool = False, direct: bool = False) -> None:

@@ -5,6 +5,7 @@ Imported by the worker before any candidate code (it tracks threading.Thread.sta
 from __future__ import annotations
 
 import os
+import secrets as _SECRETS
 import sys
 import threading
 import time as _time
@@ -23,6 +24,13 @@ _C = torch._C
 _FLAG_GETTERS = (_C._get_cublas_allow_tf32, _C._get_cudnn_allow_tf32, _C._get_float32_matmul_precision,
                  _C._get_cublas_allow_fp16_reduced_precision_reduction,
                  _C._get_cublas_allow_bf16_reduced_precision_reduction, torch.get_default_dtype, torch.get_num_threads)
+# switches a caller's later work runs under (red team 38: oneDNN switched off made a caller's conv 2.4x slower)
+_SWITCHES = tuple((name, getattr(_C, getter)) for name, getter in (
+    ("mkldnn.enabled", "_get_mkldnn_enabled"), ("cudnn.enabled", "_get_cudnn_enabled"),
+    ("cudnn.deterministic", "_get_cudnn_deterministic"), ("cudnn.benchmark", "_get_cudnn_benchmark"),
+    ("nnpack.enabled", "_get_nnpack_enabled"), ("deterministic_algorithms", "_get_deterministic_algorithms"))
+    if hasattr(_C, getter))
+_FULL, _MUL = torch.full, torch.mul
 
 
 def _first(v: Any) -> bool:
@@ -40,7 +48,36 @@ def numerics_flags() -> dict[str, Any]:
         "cuda.matmul.allow_bf16_reduced_precision_reduction": _first(bf16()),
         "default_dtype": str(dtype()),
         "num_threads": int(threads()),
+        **{name: bool(get()) for name, get in _SWITCHES},
+        # torch.set_flush_denormal has no getter: a subnormal through one multiply (this thread's FPU mode, where
+        # the candidate's code runs: jobs.flags reads on the runner)
+        "flush_denormal": bool(_MUL(_FULL((1,), 1e-40, dtype=torch.float32), 1.0).item() == 0.0),
     }
+
+
+RNG_DRAWN = {"error": "flags", "message": "the forward drew from or reseeded the global random generators "
+             "(torch.manual_seed, a random op): a caller's later draws change; the reference's does neither"}
+
+
+def rng_fresh(device: str) -> bytes:
+    """The global generators seeded with a secret, and their state: a forward reseeding them to a seed of its own
+    (the same state after every call) changes them from this one."""
+    seed = _SECRETS.randbits(62)
+    _C.default_generator.manual_seed(seed)
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        torch.cuda.default_generators[torch.device(device).index or 0].manual_seed(seed)
+    return rng_state(device)
+
+
+def rng_state(device: str) -> bytes:
+    """The global random generators' state (CPU, and the device's once CUDA is up): a forward that draws from them or
+    reseeds them changes a caller's later draws (red team 38: `torch.manual_seed(0)` in forward made every training
+    step's dropout mask the same), which a deterministic reference does not (oracle.py, `probe`)."""
+    state = bytes(_C.default_generator.get_state().numpy().tobytes())
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        gen = torch.cuda.default_generators[torch.device(device).index or 0]
+        state += bytes(gen.get_state().numpy().tobytes())
+    return state
 
 
 _THREAD_ORIGIN: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
@@ -184,6 +221,9 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
             return {"error": "output_type", "message": f"output {k} is {kind}, expected a plain torch.Tensor"}
         if o.layout != torch.strided or o.is_meta:
             return {"error": "output_type", "message": f"output {k} has layout {o.layout}; expected strided with storage"}
+        if o.requires_grad:  # under torch.no_grad() the reference's never does (red team 38: a caller's .numpy() failed)
+            return {"error": "output_type", "message": f"output {k} requires grad (a tensor made with requires_grad=True "
+                    "or under torch.enable_grad()); the gate calls under torch.no_grad(), where the reference's does not"}
         if o.is_neg():      # its memory holds the negated values (red team 36): no op of the reference's returns one
             return {"error": "output_type", "message": f"output {k} is a negative-bit view (its memory holds the "
                     "negated values); expected a plain tensor"}
@@ -191,7 +231,7 @@ def describe_output(out: Any, in_ptrs: list[tuple[int, int]], device: str) -> di
         shares = next((j for j, span in enumerate(spans) if span is not None and _overlaps(o, [span])), None)
         spans.append(_storages([o])[0] if o.numel() else None)
         meta.append({"dtype": str(o.dtype), "shape": list(o.shape), "stride": list(o.stride()),
-                     "device": str(o.device), "aliased": aliased, "shares": shares})
+                     "device": str(o.device), "aliased": aliased, "shares": shares, "conj": bool(o.is_conj())})
         tensors.append(o.detach())                 # copied into the reply (shared region or inline) when sent
     return {"single": single, "meta": meta, "tensors": tensors}
 
@@ -208,3 +248,27 @@ def _unclean(t: Any) -> str | None:
         return (f"a tensor the harness checks carries instance attributes ({', '.join(sorted(dict.keys(d)))[:200]})"
                 ": they would shadow its methods")
     return None
+
+
+def kernel_artifacts(events: list[dict[str, Any]], budget: int = 64 << 20) -> list[dict[str, Any]]:
+    """The compiled kernels (.ptx/.ttgir/.cubin/.json) in this process's private caches that the profiled forward
+    launched (`events`: the trace's, whose kernel names are matched; inductor's autotuning leaves hundreds of
+    others), up to `budget` bytes."""
+    from pathlib import Path
+    found: list[dict[str, Any]] = []
+    launched = {e["name"].split("(")[0].split()[-1] for e in events
+                if str(e.get("cat", "")).lower() == "kernel" and e["name"]}
+    for var in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        root = os.environ.get(var)
+        for p in sorted(Path(root).rglob("*")) if root and os.path.isdir(root) else []:
+            if (p.suffix not in (".ptx", ".ttgir", ".cubin", ".json") or p.stem.startswith("__grp__")
+                    or (launched and p.stem not in launched)
+                    or not p.is_file() or p.stat().st_size > min(8 << 20, budget)):
+                continue
+            if p.suffix == ".json" and not any(p.with_suffix(s).exists() for s in (".ptx", ".cubin")):
+                continue
+            data = p.read_bytes()
+            budget -= len(data)
+            found.append({"kernel": p.stem, "kind": p.suffix[1:], "dir": p.parent.name,
+                          "data": data if p.suffix == ".cubin" else data.decode(errors="replace")})
+    return found

@@ -15,7 +15,6 @@ import struct  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
-from pathlib import Path  # noqa: E402
 from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -28,7 +27,8 @@ from .guard import Guard, harness_namespaces  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
-                      describe_candidate_threads, describe_output, numerics_flags, timer_ids, torch_threads)
+                      describe_candidate_threads, describe_output, kernel_artifacts, numerics_flags, RNG_DRAWN, rng_fresh, rng_state,
+                      timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
 
@@ -56,6 +56,8 @@ class Harness:
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
         self.earlier = history.Earlier(secrets.randbits(62))   # earlier judged calls' tensors, read again later
         self.params: Any = None                   # the module's parameters' digests, as built or loaded
+        self.grads, self.rng = {}, False          # the reference's parameters' requires_grad; check the RNG
+        self.settled: list[Any] = []              # the build phase's calls (inputs, output), held unread
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
         self.guard: Guard | None = None             # installed before the import (enforced for candidates)
@@ -158,6 +160,10 @@ class Harness:
                                                 msg.get("shape")))
         self.collect()
         self.params = self._state()
+        self.grads, self.rng = msg.get("grads") or {}, bool(msg.get("rng"))
+        why = self._caller(msg["state"]) or history.param_fault(self.params, self.grads)
+        if why:
+            return {"error": "build_error", "message": why}
         tampered = self._tampered()
         if tampered:
             return tampered
@@ -203,8 +209,18 @@ class Harness:
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
         self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet")), bool(msg.get("direct"))))
-        self.params = self._state()            # the caller's, as loaded
-        return {"ok": True}
+        built, self.params = self.params, self._state()            # the caller's, as loaded
+        moved = history.objects_change(built, self.params)     # by the build's settle calls
+        why = moved or self._caller(msg["state"])
+        return {"error": "input_mutated" if moved else "build_error", "message": why} if why else {"ok": True}
+
+    def _caller(self, state: dict) -> str | None:
+        """Its state_dict() against the state just loaded, or with keys of its own, loaded back (history.py)."""
+        named = self.call(jobs.state_dict_of, (self.model,))
+        if not history.own_keys(named, state):
+            return history.roundtrip_fault(named, state, self.earlier.key, _unclean)
+        failed = self.call(jobs.reload, (self.model,))
+        return str(failed)[:500] if failed else None if self._state() == self.params else history.RELOADED
 
     def poison(self, nbytes: int) -> None:
         """Hand the allocator NaN-filled blocks so an unwritten output cannot hold a plausible value."""
@@ -218,8 +234,9 @@ class Harness:
             # looks at nothing the candidate can reach (no output, no input buffer it has had) and keeps what it
             # handed over and got back until the request's end, when it dies on the runner
             xs = [handle.to_device(x, self.device) for x in msg["inputs"]]
-            self.dispose((xs, self.call(self.model, xs)))
-            self.sync()
+            held = (xs, self.call(self.model, xs))
+            self.sync()     # `hold`: kept unread for `op_settled` (the full plan); else it dies with the request
+            self.settled.append(held) if msg.get("hold") else self.dispose(held)
             return {"ok": True}
         lean = bool(msg.get("lean"))
         if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device
@@ -231,7 +248,10 @@ class Harness:
         snapshot = handle.snapshot(xs)
         self.poison(msg.get("poison_bytes", 0))
         in_ptrs = self._storages(xs)
+        drawn = rng_fresh(self.device) if self.rng else b""
         out = self.call(self.model, xs)
+        if self.rng and rng_state(self.device) != drawn:
+            return self.dispose(out) or dict(RNG_DRAWN)
         self.dispose(out)
         self.sync()
         tampered = self._tampered(xs, out)
@@ -246,8 +266,8 @@ class Harness:
         earlier = None if lean or "error" in desc else self.earlier.check(xs, raw, _unclean)
         state = None if earlier else self._state()
         if isinstance(state, dict) or (state is not None and state != self.params):
-            earlier = state if isinstance(state, dict) else {"error": "input_mutated", "message": "the forward "
-                      "changed the module's parameters or buffers (the caller's weights: a checkpoint's, an optimizer's)"}
+            earlier = state if isinstance(state, dict) else {"error": "input_mutated", "message": history.state_change(
+                self.params, state)}
         if lean or "error" in desc:
             self.dispose(self.earlier.take())
         else:
@@ -263,6 +283,19 @@ class Harness:
     def _state(self) -> Any:
         """The module's parameters' and buffers' signatures (history.state_sigs), or an error reply."""
         return history.state_sigs(self.call(jobs.state_of, (self.model,)), self.earlier.key, _unclean)
+
+    def op_settled(self, msg: dict) -> dict:
+        """A build-phase call's output, held unread, described now that no thread of the candidate's is left (the
+        judge compares it: red team 36 was wrong on each first call); `drop`: let them all go."""
+        if msg.get("drop"):
+            self.settled = self.dispose(self.settled) or []
+            return {"ok": True}
+        xs, out = self.settled[int(msg["index"])]
+        desc = self._tampered(xs, out) or self._describe(out, self._storages(xs), self.device)
+        if "error" in desc:
+            return desc
+        desc["tensors"] = handle.contiguous(desc["tensors"])
+        return {"ok": True, "output": desc, "inputs_changed": []}
 
     def op_earlier(self, msg: dict) -> dict:
         """Every held judged call's tensors read again (after the trials: sandbox/history.py)."""
@@ -426,25 +459,7 @@ class Harness:
                                  "device_properties": trace.get("deviceProperties", []),
                                  "observations": self.observations()}
         if msg.get("artifacts"):
-            found: list[dict[str, Any]] = []
-            budget = 64 << 20
-            # only the kernels this forward launched (inductor's autotuning leaves hundreds of others)
-            launched = {e["name"].split("(")[0].split()[-1] for e in events
-                        if str(e.get("cat", "")).lower() == "kernel" and e["name"]}
-            for var in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
-                root = os.environ.get(var)
-                for p in sorted(Path(root).rglob("*")) if root and os.path.isdir(root) else []:
-                    if (p.suffix not in (".ptx", ".ttgir", ".cubin", ".json") or p.stem.startswith("__grp__")
-                            or (launched and p.stem not in launched)
-                            or not p.is_file() or p.stat().st_size > min(8 << 20, budget)):
-                        continue
-                    if p.suffix == ".json" and not any(p.with_suffix(s).exists() for s in (".ptx", ".cubin")):
-                        continue
-                    data = p.read_bytes()
-                    budget -= len(data)
-                    found.append({"kernel": p.stem, "kind": p.suffix[1:], "dir": p.parent.name,
-                                  "data": data if p.suffix == ".cubin" else data.decode(errors="replace")})
-            reply["artifacts"] = found
+            reply["artifacts"] = kernel_artifacts(events)
         return reply
 
     def serve(self) -> None:
@@ -462,7 +477,7 @@ class Harness:
             op = msg.get("op")
             if op == "exit":
                 return
-            if op not in ("call", "load", "observe", "earlier"):   # the judge's own use of the buffers (timing)
+            if op not in ("call", "load", "observe", "earlier", "settled"):   # the judge's own use of the buffers (timing)
                 self.dispose(self.earlier.take())
             try:
                 reply = getattr(self, f"op_{op}")(msg)

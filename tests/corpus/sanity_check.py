@@ -283,6 +283,8 @@ def check_accepted(cases) -> None:
                     close(a, b, rtol, atol * max(1.0, float(b.abs().max()))) if b.is_floating_point()
                     else torch.equal(a, b) for a, b in zip(out, want)), f"{c['name']}: every output on the given inputs")
                 continue
+            if want.dtype in (torch.bfloat16, torch.float16):   # a narrow task's own rounding: a unit or two
+                rtol, atol = max(rtol, 2e-2), max(atol, 2e-2)
             atol *= max(1.0, float(want.abs().max()))   # the absolute part scales with the output
             check(close(out, want, rtol, atol), f"{c['name']}: allclose(rtol={rtol:g}, atol={atol:.3g}) on the given inputs")
             if "vary" in contract:

@@ -176,3 +176,29 @@ def test_slices_of_other_layouts_follow_row_major_order_block_by_block(shape, st
     assert torch.equal(flat[0], other.reshape(-1)) and torch.equal(flat[1], other.reshape(-1))
     row = odd.shape[-1] if odd.dim() else 1
     assert all(a.numel() <= max(step, row) for a, _ in got)
+
+
+def test_narrow_outputs_keep_the_mean_and_frobenius_within_a_unit_of_the_reference():
+    """bf16 outputs rounded to 4 mantissa bits (red team 38) stayed under 8 units of the mean; honest ones round
+    to bf16 once or twice."""
+    from kernelgate.gate import correctness
+    g = torch.Generator().manual_seed(3)
+    G = torch.randn(64, 256, generator=g, dtype=torch.float64)
+    ref = G.to(torch.bfloat16)
+    tol = correctness.derive(G, {"task dtype": ref}, torch.bfloat16)
+    u = 2.0 ** -8
+
+    def mantissa(t, bits):
+        m, e = torch.frexp(t)
+        return torch.ldexp(torch.round(m * 2 ** bits) / 2 ** bits, e)
+
+    def stats(c):
+        d = (c.double() - G).abs()
+        return float(d.mean()), float(d.norm() / G.norm())
+    honest = (G + G * u * 0.9).to(torch.bfloat16)                 # another rounding on the way
+    mean, fro = stats(honest)
+    assert mean <= tol.mean_abs and fro <= tol.fro_rel
+    mean, fro = stats(mantissa(G, 5).to(torch.bfloat16))        # 4 bits after the leading one
+    assert mean > tol.mean_abs and fro > tol.fro_rel
+    wide = correctness.derive(G, {"task dtype": G.float()}, torch.float32)
+    assert wide.fro_rel >= correctness.BETA * 2.0 ** -24          # fp32 outputs keep beta 8

@@ -139,3 +139,88 @@ def test_state_signatures_cover_parameters_and_buffers():
     before = history.state_sigs(jobs.state_of(conv), 7, _clean)
     conv.to(memory_format=torch.channels_last)        # laid out anew, the same values: not a change
     assert history.state_sigs(jobs.state_of(conv), 7, _clean) == before
+
+
+def _sigs(m):
+    from kernelgate.sandbox import jobs
+    return history.state_sigs(jobs.state_of(m), 7, _clean)
+
+
+def test_swapped_or_frozen_parameter_objects_are_changes_named_in_the_message():
+    m = torch.nn.Linear(4, 3)
+    before = _sigs(m)
+    m.weight = torch.nn.Parameter(m.weight.detach().clone())         # the same values, a new object
+    after = _sigs(m)
+    assert after != before and "replaced the parameter object 'weight'" in history.state_change(before, after)
+    assert "replaced" in history.objects_change(before, after)
+    m2 = torch.nn.Linear(4, 3)
+    before = _sigs(m2)
+    m2.bias.requires_grad_(False)
+    assert "requires_grad of 'bias' (True -> False)" in history.state_change(before, _sigs(m2))
+    m3 = torch.nn.Linear(4, 3)
+    before = _sigs(m3)
+    with torch.no_grad():
+        m3.weight.mul_(2)                     # new values in the same objects: a load, not an object change
+    assert history.objects_change(before, _sigs(m3)) is None
+    assert "changed the module's 'weight'" in history.state_change(before, _sigs(m3))
+
+
+def test_the_reference_parameters_must_be_parameters_with_their_requires_grad():
+    m = torch.nn.Linear(4, 3)
+    assert history.param_fault(_sigs(m), {"weight": True, "bias": True}) is None
+    m.bias.requires_grad_(False)
+    assert "requires_grad=False" in history.param_fault(_sigs(m), {"weight": True, "bias": True})
+
+    class AsBuffer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.ones(3))
+    assert "a buffer of the module's" in history.param_fault(_sigs(AsBuffer()), {"weight": True})
+    own = torch.nn.Linear(4, 3)                     # a layout of its own (other names): all must require grad
+    assert history.param_fault(_sigs(own), {"w_t": True}) is None
+    own.weight.requires_grad_(False)
+    assert "every one of the reference's" in history.param_fault(_sigs(own), {"w_t": True})
+    assert history.param_fault({"error": "introspection"}, {"weight": True}) is None
+
+
+def test_state_dict_must_give_back_what_was_loaded_rounded_to_the_module_dtype():
+    from kernelgate.sandbox import jobs
+    m = torch.nn.Linear(4, 3)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    assert history.roundtrip_fault(jobs.state_dict_of(m), state, 7, _clean) is None
+    half = torch.nn.Linear(4, 3).to(torch.bfloat16)
+    half.load_state_dict(state)                                      # stored rounded: still what was loaded
+    assert history.roundtrip_fault(jobs.state_dict_of(half), state, 7, _clean) is None
+
+    class Transposed(torch.nn.Linear):
+        def state_dict(self, *a, **k):
+            sd = super().state_dict(*a, **k)
+            sd["weight"] = sd["weight"].t().contiguous().reshape(sd["weight"].shape).flip(0)
+            return sd
+    t = Transposed(4, 3)
+    t.load_state_dict(state)
+    assert "other values under 'weight'" in history.roundtrip_fault(jobs.state_dict_of(t), state, 7, _clean)
+    other = {**state, "extra": torch.ones(1)}                        # keys of its own: loaded back instead
+    assert history.own_keys(jobs.state_dict_of(m), other) and not history.own_keys(jobs.state_dict_of(m), state)
+    assert history.roundtrip_fault(jobs.state_dict_of(m), other, 7, _clean) is None
+    assert "mapping" in history.roundtrip_fault(None, state, 7, _clean)
+
+
+def test_a_module_of_its_own_layout_must_load_its_own_checkpoint_back_unchanged():
+    from kernelgate.sandbox import jobs
+
+    class Own(torch.nn.Module):                    # its state_dict hands out the weight negated, read back as it is
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3))
+
+        def state_dict(self, *a, **k):
+            return {"w_saved": -self.w.detach()}
+
+        def _load_from_state_dict(self, sd, prefix, *rest):
+            with torch.no_grad():
+                self.w.copy_(sd.pop(prefix + "w_saved", self.w))
+    m = Own()
+    before = _sigs(m)
+    jobs.reload(m)
+    assert _sigs(m) != before                       # what the worker compares (worker.py, `_caller`)

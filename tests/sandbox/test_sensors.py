@@ -64,3 +64,38 @@ def test_output_containers_are_plain_tuples_lists_or_torch_result_tuples():
     ok = describe_output(torch.max(x, 1), [], "cpu")
     assert "error" not in ok and not ok["single"] and len(ok["tensors"]) == 2
     assert len(_tensors((x, [x]))) == 2
+
+
+def test_backend_switches_and_flush_to_zero_are_numerics_flags():
+    from kernelgate.sandbox import sensors
+    before = sensors.numerics_flags()
+    assert before["flush_denormal"] is False and before["mkldnn.enabled"] is torch.backends.mkldnn.enabled
+    try:
+        torch.backends.mkldnn.enabled = not before["mkldnn.enabled"]
+        if torch.set_flush_denormal(True):                    # False where the CPU has no such mode
+            assert sensors.numerics_flags()["flush_denormal"] is True
+        assert sensors.numerics_flags()["mkldnn.enabled"] is not before["mkldnn.enabled"]
+    finally:
+        torch.set_flush_denormal(False)
+        torch.backends.mkldnn.enabled = before["mkldnn.enabled"]
+    assert sensors.numerics_flags() == before
+
+
+def test_a_reseed_to_a_fixed_seed_changes_the_secretly_seeded_generators():
+    from kernelgate.sandbox import sensors
+    drawn = sensors.rng_fresh("cpu")
+    assert sensors.rng_state("cpu") == drawn
+    torch.manual_seed(0)                      # the same state after every call: seen against a secret seed
+    assert sensors.rng_state("cpu") != drawn
+    drawn = sensors.rng_fresh("cpu")
+    torch.randn(2)
+    assert sensors.rng_state("cpu") != drawn
+
+
+def test_outputs_that_require_grad_or_are_conjugate_views_are_described():
+    from kernelgate.sandbox.sensors import describe_output
+    leaf = torch.ones(3, requires_grad=True)
+    assert describe_output(leaf, [], "cpu")["error"] == "output_type"
+    z = torch.randn(3, dtype=torch.complex64)
+    assert describe_output(z.conj(), [], "cpu")["meta"][0]["conj"] is True
+    assert describe_output(z, [], "cpu")["meta"][0]["conj"] is False
