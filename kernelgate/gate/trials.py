@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import torch
 
 from .. import workload
-from .layouts import LAYOUTS, relayout
+from .layouts import LAYOUTS, relayout_on
 from .prober import NONFINITE_DTYPES, Prober, prober
 from . import correctness, values
 
@@ -317,12 +317,13 @@ def layout_keys(task: Any, which: int = 0) -> list[int]:
         xs, done, alt, seed = task.given, [], [], layout_seed(task)
         tensors = {i: x for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel() > 1} \
             if task.contract.layouts else {}
-        new = {i: y for i, x in tensors.items() for y in [relayout(x, which, seed)] if y is not None}
+        new = {i: y for i, x in tensors.items() for y in [relayout_on(x, which, seed, _compute(task))]
+               if y is not None}
         pr = prober(task) if tensors else None
         if new:
             done = most_accepted(pr, xs, o.state0, new)
         if which == 2:      # inputs refused with gaps everywhere: gaps between outer entries (relayout 3)
-            more = {i: y for i, x in tensors.items() if i not in done for y in [relayout(x, 3, seed)]
+            more = {i: y for i, x in tensors.items() if i not in done for y in [relayout_on(x, 3, seed, _compute(task))]
                     if y is not None}
             if more:
                 alt = most_accepted(pr, merged(xs, new, done), o.state0, more)
@@ -338,7 +339,14 @@ def relaid(task: Any, xs: list[Any], keys: list[int], which: int = 0) -> list[An
     refused with gaps everywhere in relayout 3's)."""
     seed = layout_seed(task)
     alt = getattr(task.oracle, "layout_keys", {}).get((which, "alt"), ())
-    return [relayout(x, 3 if i in alt else which, seed) if i in keys else x for i, x in enumerate(xs)]
+    return [relayout_on(x, 3 if i in alt else which, seed, _compute(task)) if i in keys else x
+            for i, x in enumerate(xs)]
+
+
+def _compute(task: Any) -> str | None:
+    """Where the layouts are made: the oracle's GPU where the lean plan keeps the inputs elsewhere."""
+    where = getattr(task.oracle, "device", None)
+    return str(where) if getattr(task, "lean", False) and str(where).startswith("cuda") else None
 
 
 def _other_layout(task, xs: list[Any], notes: list[str], which: int = 0) -> list[Any]:

@@ -492,3 +492,29 @@ def test_small_float_outputs_get_three_times_the_main_trials():
     assert trials_mod.main_count(NS(out_meta=[torch.zeros(3, dtype=torch.long)]), 8) == 8
     assert trials_mod.main_count(NS(out_meta=[torch.zeros(())]), 0) == 0
     assert trials_mod.main_count(NS(out_meta=[torch.zeros(())]), 4) == 12       # a variant's reduced plan scales too
+
+
+def test_a_layout_made_on_another_device_comes_home_in_its_strides_and_offset():
+    from kernelgate.gate.layouts import relayout, relayout_on
+    x = torch.randn(6, 10)
+    for which in range(6):
+        same = relayout_on(x, which, 5, None)                 # where x lies: relayout itself
+        want = relayout(x, which, 5)
+        assert (same is None) == (want is None)
+        if want is not None:
+            assert same.stride() == want.stride() and same.storage_offset() == want.storage_offset()
+
+
+@pytest.mark.gpu
+def test_a_layout_made_on_the_gpu_matches_the_host_layout_and_values():
+    from kernelgate.gate.layouts import relayout, relayout_on
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    x = torch.randn(6, 10, 4)
+    for which in range(6):
+        y, want = relayout_on(x, which, 5, "cuda"), relayout(x, which, 5)
+        assert (y is None) == (want is None)
+        if want is not None:
+            assert y.device.type == "cpu" and torch.equal(y, x)
+            assert y.stride() == want.stride() and y.storage_offset() == want.storage_offset()
+            assert y.untyped_storage().nbytes() == want.untyped_storage().nbytes()
