@@ -179,7 +179,16 @@ def shared_outputs(outs: list[Any]) -> list[bool]:
     return [m.get("shares") is not None for m in meta]
 
 
+def widened(t: torch.Tensor) -> torch.Tensor:
+    """A float tensor in fp64, a complex one in complex128 (`Module.to(torch.float64)` casts complex parameters to
+    real, dropping their imaginary parts: the oracle then computed something else, and a real output's bound,
+    derived from the reference's error against it, grew to whatever that error was); others as they are."""
+    return t.to(torch.float64) if t.is_floating_point() else t.to(torch.complex128) if t.is_complex() else t
+
+
 def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
+    if dtype == torch.float64:
+        return [widened(x) if isinstance(x, torch.Tensor) else x for x in xs]
     return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
 
 
@@ -192,6 +201,8 @@ def to_fp64(x: Any, device: str) -> Any:
     where `x` is, no task-dtype copy beside the fp64 one on the device); other values as `.to(device)`."""
     if not isinstance(x, torch.Tensor):
         return x
+    if x.is_complex():
+        return x.to(device).to(torch.complex128)
     if not x.is_floating_point():
         return x.to(device)
     if not x.is_contiguous() or x.dtype == torch.float64:
@@ -242,7 +253,7 @@ class Oracle:
         self.grads = {k: bool(p.requires_grad) for k, p in self.model.named_parameters(remove_duplicate=False)
                       if k in self.state0}
         self.uses_rng = False                     # the forward draws from or reseeds the global generators (probe)
-        self.model64 = None if own else copy.deepcopy(self.model).to(torch.float64)
+        self.model64 = None if own else copy.deepcopy(self.model)._apply(widened)
         self.ops: set[str] = set()
         self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs
         self.as_dtype: dict[torch.dtype, torch.nn.Module] = {}   # copies for mutants
