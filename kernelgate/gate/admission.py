@@ -38,11 +38,12 @@ def mutants(oracle: Oracle, xs: list[Any], runs: Runs, means: list[float] | None
     where = oracle.device if getattr(oracle, "away", False) else None
     yield "zeros", [torch.zeros_like(b, device=where) for b in task]
     if means is not None:
-        yield "constant at the mean", [torch.full_like(b, m if b.is_floating_point() or b.is_complex() else round(m.real), device=where)
-                                       for b, m in zip(task, means)]
+        yield "constant at the mean", [torch.full_like(b, m if b.is_floating_point() or b.is_complex() else
+                                                       round(m.real), device=where) for b, m in zip(task, means)]
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
     if len(task) == 1 and tensors and tensors[0].shape == task[0].shape:
-        yield "input passthrough", [tensors[0].to(where or task[0].device).to(task[0].dtype)]
+        x = tensors[0].abs() if tensors[0].is_complex() and not task[0].is_complex() else tensors[0]
+        yield "input passthrough", [x.to(where or task[0].device).to(task[0].dtype)]
     low = lower_precision(oracle)
     if low is not None:
         name, dt = low

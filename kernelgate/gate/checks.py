@@ -51,7 +51,7 @@ class Expected:
         if type(c) is not torch.Tensor or c.dtype != b.dtype or c.shape != b.shape:
             got = f"{c.dtype} {list(c.shape)}" if isinstance(c, torch.Tensor) else type(c).__name__
             return Check(label, False, f"output is {got}, expected {b.dtype} {list(b.shape)}")
-        if nonfinite_inputs and not b.dtype.is_floating_point:
+        if nonfinite_inputs and not (b.dtype.is_floating_point or b.dtype.is_complex):
             # an integer output beside float ones (an argmax) on NaN/Inf inputs: which index a NaN wins differs
             # between honest implementations, as NaN propagation does (correctness.unjudged_where_nonfinite)
             return Check(label, True, "integer output not judged on NaN/Inf inputs")
@@ -59,7 +59,8 @@ class Expected:
             ok, msg = lowprec.check_requant(c.cpu(), self.grid, self.one_step)
             return Check(label, ok, f"quantized output: {msg}" if ok else f"quantized output off the oracle: {msg}")
         if nonfinite_inputs:
-            if self.g.numel() and b.dtype.is_floating_point and not bool(torch.isfinite(self.g).any()):
+            if self.g.numel() and (b.dtype.is_floating_point or b.dtype.is_complex) and \
+                    not bool(torch.isfinite(self.g).any()):
                 # non-finite everywhere (a loss, a norm over everything): so must the candidate's be (red team 35:
                 # a loss that drops its non-finite terms hides a diverged run behind a plausible number)
                 bad = int(torch.isfinite(c).sum())

@@ -55,6 +55,8 @@ def order_term(u: float, reduce_k: int | None) -> float:
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
+    if dtype.is_complex:                 # each part's: complex64 is two float32s
+        return unit_roundoff(dtype.to_real())
     if dtype in UNIT_ROUNDOFF:
         return UNIT_ROUNDOFF[dtype]
     if dtype.is_floating_point:          # fp8 formats: eps is 2^-(mantissa bits), u half of it
@@ -150,16 +152,23 @@ def mean_nonfinite_as_zero(g: torch.Tensor) -> float:
     return sum(float(p.to(torch.float64).nan_to_num(0.0, 0.0, 0.0).sum()) for (p,) in _slices(g)) / g.numel()
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """t in fp64, or complex128 where it is complex (`.to(torch.float64)` drops the imaginary part)."""
+    return t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)
+
+
 def _all_finite(t: torch.Tensor) -> bool:
     """One reduction instead of a mask: a sum is finite iff every element is (or it overflowed: then the
     caller takes the exact, slower path)."""
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
     return t.numel() == 0 or math.isfinite(float(t.sum(dtype=torch.float64)))
 
 
 def error_stats(a: torch.Tensor, g: torch.Tensor, compute: str | None = None) -> tuple[float, float, float]:
     """(max, mean, ||a-g||/||g||) over positions where both are finite; chunked (CHUNK), on `compute` when given."""
     if a.numel() <= (CHUNK if a.device.type == "cpu" else CHUNK_DEVICE) and compute is None:
-        a64, g64 = a.to(torch.float64), g.to(torch.float64)
+        a64, g64 = _wide(a), _wide(g)
         d = (a64 - g64).abs()
         if not _all_finite(d):                   # non-finite where either side is
             fin = torch.isfinite(d)
@@ -181,8 +190,8 @@ class _Errors:
         self.mx, self.total, self.sq, self.gsq, self.count = 0.0, 0.0, 0.0, 0.0, 0
 
     def add(self, ap: torch.Tensor, gp: torch.Tensor) -> None:
-        g64 = gp.to(torch.float64)
-        d = ap.to(torch.float64).sub_(g64).abs_()
+        g64 = _wide(gp)
+        d = _wide(ap).sub_(g64).abs()
         part = float(d.sum())                    # finite iff every element is (or it overflowed: the exact path)
         if not math.isfinite(part):
             fin = torch.isfinite(d)
@@ -206,7 +215,7 @@ def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtyp
     """Tolerance for one output from the oracle `g` and the permitted reference runs `refs`; `reduce_k`: the
     longest reduction on this output's path through the reference (order_term); `compute`: where the
     statistics are computed, slice by slice, when not where the tensors are."""
-    if not out_dtype.is_floating_point:
+    if not (out_dtype.is_floating_point or out_dtype.is_complex):
         return Tolerance(0, 0, 0, 0, 0, 0, 0.0, True, "exact")
     u = unit_roundoff(out_dtype) if u is None else u
     worst = ("", 0.0, 0.0, 0.0)
@@ -280,7 +289,7 @@ def _one_pass(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor,
 def _count_nonfinite(cp: torch.Tensor, gp: torch.Tensor, bp: torch.Tensor, counts: list[int]) -> None:
     if _all_finite(cp) and _all_finite(gp):              # summed in fp64 without a converted copy
         return
-    m, e = _nonfinite_counts(cp.to(torch.float64), gp.to(torch.float64), bp.to(torch.float64))
+    m, e = _nonfinite_counts(_wide(cp), _wide(gp), _wide(bp))
     counts[0] += m
     counts[1] += e
 
@@ -306,10 +315,16 @@ def _nonfinite_counts(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> tupl
     """(oracle NaN/Inf not reproduced, NaN/Inf where the oracle is finite and B is not the same) of one slice."""
     if _all_finite(c) and _all_finite(g):
         return 0, 0
+    parts = c.is_complex()
+    if parts:                   # each part judged as a float, an element counted once
+        c, g, b = (torch.view_as_real(t.resolve_conj()) for t in (c, g, b))
     missing = (torch.isnan(g) & ~torch.isnan(c)) | (torch.isinf(g) & ~(torch.isinf(c) & (torch.sign(c) == torch.sign(g))))
     extra = ~torch.isfinite(c) & torch.isfinite(g)
     tolerated = extra & ~torch.isfinite(b) & ((torch.isnan(c) & torch.isnan(b)) | (c == b))
-    return int(missing.sum()), int((extra & ~tolerated).sum())
+    extra = extra & ~tolerated
+    if parts:
+        missing, extra = missing.any(-1), extra.any(-1)
+    return int(missing.sum()), int(extra.sum())
 
 
 #: in the name of the trial whose inputs hold NaN/Inf (gate/trials.py), judged by `unjudged_where_nonfinite`
@@ -324,7 +339,8 @@ def unjudged_where_nonfinite(c: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     `where(x > 0, x, 0)` and fmaxf-based kernels, Triton's maximum included, turn it into 0), so an output
     the reference makes NaN/Inf from a NaN/Inf input is not judged; a NaN/Inf spreading to outputs the
     reference keeps finite (a global max, a tile shared across rows) is rejected."""
-    if not (c.dtype.is_floating_point and g.dtype.is_floating_point) or c.shape != g.shape or c.element_size() < 2:
+    floats = c.dtype.is_floating_point and g.dtype.is_floating_point
+    if not (floats or (c.is_complex() and g.is_complex())) or c.shape != g.shape or c.element_size() < 2:
         return c
     gd = g.to(c.device)
     return torch.where(torch.isfinite(gd), c, gd.to(c.dtype))

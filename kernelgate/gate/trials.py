@@ -402,14 +402,9 @@ def _edit_trials(task, pr: Prober, g: torch.Generator, r: random.Random, anchor:
 
 def _nonfinite_trial(task, pr: Prober, g: torch.Generator):
     """NaN, +Inf and -Inf at a few positions of the float inputs (complex ones: in either part), when the
-    reference defines its outputs there (Prober.nonfinite_ok); None otherwise. Where every output that is not
-    an integer one is complex, the trial is named COMPLEX_NONFINITE, not correctness.NONFINITE_TRIAL: such
-    outputs are judged exactly (bit-identical to the reference's, NaN equal to NaN, per part), which the NaN/Inf
-    trial's judgement leaves out (checks.Expected.check: not judged on NaN/Inf inputs)."""
-    outs = task.out_meta or ()
-    complex_only = any(b.dtype.is_complex for b in outs) and not any(b.dtype in NONFINITE_DTYPES for b in outs)
-    label = COMPLEX_NONFINITE if complex_only else correctness.NONFINITE_TRIAL
-    return _special_trial(task, pr, g, workload.with_nonfinite, label, against_clean=True)
+    reference defines its outputs there (Prober.nonfinite_ok); None otherwise. Complex outputs are judged as
+    float ones (each part: checks.Expected.check)."""
+    return _special_trial(task, pr, g, workload.with_nonfinite, correctness.NONFINITE_TRIAL, against_clean=True)
 
 
 def _extreme_trial(task, pr: Prober, g: torch.Generator):
@@ -434,9 +429,6 @@ def _special_trial(task, pr: Prober, g: torch.Generator, make, label: str, again
 
 # ------------------------------------------------------------------ complex inputs and parameters
 
-#: the name of the NaN/Inf trial of a task whose outputs are complex (and integer) only: judged as any trial
-#: (exactly), so without correctness.NONFINITE_TRIAL in it (_nonfinite_trial)
-COMPLEX_NONFINITE = "NaN/Inf in the inputs, complex outputs judged exactly"
 
 
 def _complex(x: Any) -> bool:
