@@ -200,7 +200,7 @@ def _resolve_function(text: str, base: Path) -> Callable[[], list[Any]]:
 # ---------------------------------------------------------------- input sets
 
 #: the distributions each correctness trial draws from; "given" is the workload's own generator
-TRIAL_KINDS = ("given", "normal", "heavy", "wide", "narrow", "given", "signs", "normal")
+TRIAL_KINDS = ("given", "normal", "heavy", "wide", "narrow", "given", "signs", "magnitudes")
 
 
 def _gen_on(gen: torch.Generator, device: torch.device) -> torch.Generator:
@@ -246,12 +246,18 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
     """Transform the workload's inputs into another distribution; integer/bool tensors keep their values.
 
     "normal": N(mean, std) of the given values; "heavy": heavy-tailed around them; "wide"/"narrow": scaled
-    by 4 / 0.25 about zero (crosses clamp/ReLU boundaries); "signs": random sign flips. Done where the
+    by 4 / 0.25 about zero (crosses clamp/ReLU boundaries); "signs": random sign flips; "magnitudes": |x|, and a
+    complex input's magnitudes as real-valued complex numbers (red team 39: a candidate dropping its bias when every
+    input was >= 0, as after a ReLU, and a term when every imaginary part was 0, was right on inputs centred near
+    0). Done where the
     inputs are (the task's device: a host generator takes seconds per GiB), a chunk at a time, in the input's
     layout; no pass draws noise it does not use.
     """
     out = []
     for i, x in enumerate(xs):
+        if isinstance(x, torch.Tensor) and x.is_complex() and kind == "magnitudes" and x.numel():
+            out.append(x.detach().abs().to(x.dtype))
+            continue
         if isinstance(x, torch.Tensor) and x.is_complex() and kind != "given" and x.numel():
             # complex inputs widen as their real and imaginary parts (red team 24: never varied, a capped
             # magnitude was accepted); tensors inside lists and tuples widen as top-level ones
@@ -271,6 +277,8 @@ def widen(xs: list[Any], kind: str, gen: torch.Generator, contract: Contract) ->
         g, dev, cdt = _gen_on(gen, x.device), x.device, _compute_dtype(x.dtype)
         if kind in ("wide", "narrow"):
             y = x * (4.0 if kind == "wide" else 0.25)       # exact in binary formats (overflow to inf as in fp64)
+        elif kind == "magnitudes":
+            y = x.abs()
         elif kind == "signs":
             y = x.clone(memory_format=torch.contiguous_format)
             for c in _chunks(y):

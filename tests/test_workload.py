@@ -203,3 +203,16 @@ def test_widen_of_narrow_formats_and_nonfinite_inputs():
     x[3] = float("nan")
     y = workload.widen([x], "normal", torch.Generator().manual_seed(0), Contract())[0]
     assert torch.isfinite(y).all()
+
+
+def test_magnitudes_are_one_signed_and_complex_ones_real_valued():
+    """Red team 39: a candidate wrong only on inputs >= 0 (after a ReLU), or on real-valued complex inputs."""
+    from kernelgate import workload
+    from kernelgate.records import Contract
+    g = torch.Generator().manual_seed(0)
+    x, z, n = torch.randn(5, 7), torch.randn(5, 7, dtype=torch.complex64), torch.arange(4)
+    y, w, m = workload.widen([x, z, n], "magnitudes", g, Contract())
+    assert torch.equal(y, x.abs()) and bool((y >= 0).all())
+    assert w.dtype == torch.complex64 and bool((w.imag == 0).all()) and torch.allclose(w.real, z.abs())
+    assert torch.equal(m, n)
+    assert "magnitudes" in workload.TRIAL_KINDS

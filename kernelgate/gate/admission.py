@@ -16,6 +16,8 @@ def lower_precision(oracle: Oracle) -> tuple[str, torch.dtype] | None:
     if getattr(oracle, "own", False):
         return None
     dtypes = {p.dtype for p in oracle.model.parameters()} | {b.dtype for b in oracle.model.buffers()}
+    if any(d.is_complex for d in dtypes):        # Module.to(bf16) would cast them to real (no such mutant)
+        return None
     floating = {d for d in dtypes if d.is_floating_point}
     if floating and floating <= {torch.float32} or not floating:
         if "bf16" not in oracle.contract.precision:

@@ -101,6 +101,7 @@ def _timed_recheck(task: Task, s: Session, cfg: GateConfig) -> None:
     pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
     picks = sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan))))
     s.recheck(batch, picks, pool, scalable)
+    s.caller_state("after the warm-up and the timed batch")
     s.checks.append(Check("timed-loop re-check", True, f"{s.rechecked} outputs from timed iterations, picked "
                           "after the batch, match their commitments and the oracle"))
     s.check_threads()

@@ -166,6 +166,9 @@ class Session:
         if changed:
             self.fail(Reason.FLAGS, "global numerics flags",
                       "changed during " + what + ": " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
+        if obs.get("rebound"):
+            self.fail(Reason.FLAGS, "torch's functions", f"rebound during {what}: {', '.join(map(str, obs['rebound'][:5]))}"
+                      " (every model in the caller's process runs them)")
         if obs.get("timers_changed"):
             self.fail(Reason.TIMER, "timer identity", f"replaced during {what}: {', '.join(obs['timers_changed'])}")
         self.torch_threads = int(obs.get("torch_threads", 0))
@@ -369,8 +372,14 @@ class Session:
             del trial, reply
         if not t.lean:        # every held call's tensors read again (sandbox/history.py: the full plan)
             self.request({"op": "earlier"}, self.cfg.call_timeout, "earlier calls' inputs and outputs")
+        self.caller_state("after the trials")
         t.oracle.load(t.oracle.state0)
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
+
+    def caller_state(self, when: str) -> None:
+        """The module as its caller holds it (parameters, buffers, their .grad, state_dict()) after calls not judged one
+        by one (worker.py, `op_state`)."""
+        self.request({"op": "state"}, self.cfg.call_timeout, f"the module's state {when}")
 
     def repeated(self, trial: Any, runs: Runs) -> None:
         """As a caller's loop does: the trial's inputs 17-32 times in a row, every output held by the worker (a memo

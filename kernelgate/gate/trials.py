@@ -116,7 +116,9 @@ def plan(task: Any, g: torch.Generator, n: int,
             left.append(which)
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
-    specials_at = r.choice(flip_at) if flip_at else r.choice(others) if others else -1
+    # (never on a one-signed trial: its inputs stay >= 0, red team 39's `nonneg_input_fastpath`)
+    signed = [t for t in flip_at if workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)] != "magnitudes"]
+    specials_at = r.choice(signed) if signed else r.choice(others) if others else -1
     # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
     wide_at = flip_at[-1] if flip_at else -1
     try:

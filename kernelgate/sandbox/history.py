@@ -55,14 +55,16 @@ def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> An
     holds or their requires_grad (red team 38: an optimizer built before the first call trained nothing)."""
     out = []
     for item in named if type(named) is list else ():
-        if type(item) is not tuple or len(item) != 4 or type(item[2]) is not bool or type(item[3]) is not int:
+        if type(item) is not tuple or len(item) != 5 or type(item[2]) is not bool or type(item[3]) is not int:
             return {"error": "introspection", "message": "the module's state came back in another form"}
-        name, t, grad, ident = item
-        why = unclean(t)
+        name, t, grad, ident, g = item
+        why = unclean(t) or (unclean(g) if g is not None else None)
         if why:
             return {"error": "introspection", "message": why}
-        # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values
-        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key), grad, ident))
+        # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values;
+        # its .grad's too (red team 39 planted one: a caller's next optimizer step applied it)
+        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key), grad, ident,
+                    None if g is None else (tuple(g.shape), positional(g, key))))
     return out
 
 
@@ -78,6 +80,9 @@ def state_change(before: list, after: list) -> str:
                     "old one and trains weights the module no longer reads)")
         if b[4] != s[4]:
             return f"the forward changed requires_grad of '{s[0]}' ({b[4]} -> {s[4]})"
+        if b[6] != s[6]:
+            return (f"the forward changed the .grad of '{s[0]}' (a caller's next optimizer step applies it; the "
+                    "reference's, under torch.no_grad(), leaves it alone)")
         if b[1:4] != s[1:4]:
             return (f"the forward changed the module's '{s[0]}' (the caller's weights: a checkpoint's, an "
                     "optimizer's)")
@@ -89,7 +94,7 @@ def objects_change(before: Any, after: Any) -> str | None:
     build and a later load, the calls between them (the build's settle calls, unjudged) may not swap or freeze them."""
     if type(before) is not list or type(after) is not list:
         return None
-    strip = [lambda sigs: [(s[0], None, None, None, s[4], s[5]) for s in sigs]][0]
+    strip = [lambda sigs: [(s[0], None, None, None, s[4], s[5], s[6]) for s in sigs]][0]
     return state_change(strip(before), strip(after)) if strip(before) != strip(after) else None
 
 

@@ -117,8 +117,8 @@ def state_of(model: torch.nn.Module) -> list:
     bufs = [(f"{p}.{n}" if p else n, b) for p, m in torch.nn.Module.named_modules(target, remove_duplicate=False)
             for n, b in dict.items(m._buffers) if b is not None and n not in m._non_persistent_buffers_set]
     params = list(torch.nn.Module.named_parameters(target, remove_duplicate=False))
-    return [(n, t.detach(), bool(t.requires_grad), id(t)) for n, t in params] + \
-        [(n, t.detach(), False, 0) for n, t in bufs]
+    return [(n, t.detach(), bool(t.requires_grad), id(t), None if t.grad is None else t.grad.detach())
+            for n, t in params] + [(n, t.detach(), False, 0, None) for n, t in bufs]
 
 
 def reload(model: torch.nn.Module) -> str | None:

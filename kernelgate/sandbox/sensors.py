@@ -5,6 +5,7 @@ Imported by the worker before any candidate code (it tracks threading.Thread.sta
 from __future__ import annotations
 
 import os
+import random as _random_module
 import secrets as _SECRETS
 import sys
 import threading
@@ -31,6 +32,13 @@ _SWITCHES = tuple((name, getattr(_C, getter)) for name, getter in (
     ("nnpack.enabled", "_get_nnpack_enabled"), ("deterministic_algorithms", "_get_deterministic_algorithms"))
     if hasattr(_C, getter))
 _FULL, _MUL = torch.full, torch.mul
+# Python's and NumPy's global generators, bound now (red team 39 reseeded them: a caller's shuffles repeated)
+_PY_GET, _PY_SEED = _random_module.getstate, _random_module.seed
+try:
+    import numpy as _np
+    _NP_GET, _NP_SEED = _np.random.get_state, _np.random.seed
+except ImportError:  # pragma: no cover - numpy comes with torch
+    _NP_GET = _NP_SEED = None
 
 
 def _first(v: Any) -> bool:
@@ -59,11 +67,47 @@ RNG_DRAWN = {"error": "flags", "message": "the forward drew from or reseeded the
              "(torch.manual_seed, a random op): a caller's later draws change; the reference's does neither"}
 
 
+def public_functions() -> dict[str, Any]:
+    """Each of torch's public functions (torch.*, torch.nn.functional.*, Tensor's methods, the nn modules' forward):
+    a candidate rebinding one (red team 39: `F.relu` and `nn.ReLU.forward` to a leaky ReLU) changes every other
+    model in its caller's process (`rebound`)."""
+    import torch.nn.functional as F
+    out: dict[str, Any] = {}
+    for prefix, space in (("torch.", vars(torch)), ("torch.nn.functional.", vars(F)), ("torch.Tensor.", vars(torch.Tensor))):
+        for k, v in list(space.items()):
+            if callable(v) and not isinstance(v, type) and (prefix == "torch.Tensor." or not k.startswith("_")):
+                out[prefix + k] = v
+    for k, v in list(vars(torch.nn).items()):
+        if isinstance(v, type) and issubclass(v, torch.nn.Module) and "forward" in vars(v):
+            out[f"torch.nn.{k}.forward"] = vars(v)["forward"]
+    return out
+
+
+def rebound(before: dict[str, Any]) -> list[str]:
+    """The names of `before` (public_functions) bound to something else now. TorchDynamo's import wraps a few
+    (`torch.manual_seed` in `torch._disable_dynamo`): a wrapper of torch's own code whose `__wrapped__` is the
+    function before is no change."""
+    now, out = public_functions(), []
+    for k, v in before.items():
+        w = now.get(k)
+        if w is v:
+            continue
+        inner = getattr(w, "__wrapped__", None) if "torch._dynamo" in sys.modules else None
+        code = getattr(w, "__code__", None)
+        if inner is v and code is not None and str(code.co_filename).startswith(_LIB_DIRS[0]):
+            continue
+        out.append(k)
+    return out
+
+
 def rng_fresh(device: str) -> bytes:
-    """The global generators seeded with a secret, and their state: a forward reseeding them to a seed of its own
-    (the same state after every call) changes them from this one."""
+    """The global generators (torch's, Python's `random`, NumPy's legacy one) seeded with a secret, and their state:
+    a forward reseeding them to a seed of its own (the same state after every call) changes them from this one."""
     seed = _SECRETS.randbits(62)
     _C.default_generator.manual_seed(seed)
+    _PY_SEED(seed)
+    if _NP_SEED is not None:
+        _NP_SEED(seed & 0xFFFFFFFF)
     if device.startswith("cuda") and torch.cuda.is_initialized():
         torch.cuda.default_generators[torch.device(device).index or 0].manual_seed(seed)
     return rng_state(device)
@@ -73,7 +117,10 @@ def rng_state(device: str) -> bytes:
     """The global random generators' state (CPU, and the device's once CUDA is up): a forward that draws from them or
     reseeds them changes a caller's later draws (red team 38: `torch.manual_seed(0)` in forward made every training
     step's dropout mask the same), which a deterministic reference does not (oracle.py, `probe`)."""
-    state = bytes(_C.default_generator.get_state().numpy().tobytes())
+    state = bytes(_C.default_generator.get_state().numpy().tobytes()) + repr(_PY_GET()).encode()
+    if _NP_GET is not None:
+        kind, keys, pos, has_gauss, cached = _NP_GET()
+        state += bytes(keys.tobytes()) + repr((kind, pos, has_gauss, cached)).encode()
     if device.startswith("cuda") and torch.cuda.is_initialized():
         gen = torch.cuda.default_generators[torch.device(device).index or 0]
         state += bytes(gen.get_state().numpy().tobytes())
@@ -272,3 +319,23 @@ def kernel_artifacts(events: list[dict[str, Any]], budget: int = 64 << 20) -> li
             found.append({"kernel": p.stem, "kind": p.suffix[1:], "dir": p.parent.name,
                           "data": data if p.suffix == ".cubin" else data.decode(errors="replace")})
     return found
+
+
+def profile_reply(text: Any, msg: dict[str, Any], observations: Any) -> dict[str, Any]:
+    """The profile op's reply from the chrome trace's `text` (jobs.profile): the events of the asked categories
+    (plain dicts, whitelisted args, at most `max_events`), the device's properties, the worker's observations and,
+    with `artifacts`, the compiled kernels those events launched (`kernel_artifacts`)."""
+    import json
+    if type(text) is not str:
+        return {"error": "crash", "message": "the profile came back as something other than text"}
+    trace = json.loads(text)
+    cats, keys, cap = set(msg["categories"]), tuple(msg["args"]), int(msg.get("max_events", 200_000))
+    events = [{"name": str(e.get("name", ""))[:1000], "cat": str(e["cat"]).lower(), "ts": e.get("ts"),
+               "dur": e.get("dur"), "tid": e.get("tid"),
+               "args": {k: e["args"][k] for k in keys if k in (e.get("args") or {})}}
+              for e in trace.get("traceEvents", []) if e.get("ph") == "X" and str(e.get("cat")).lower() in cats]
+    reply: dict[str, Any] = {"ok": True, "events": events[:cap], "truncated": len(events) > cap,
+                             "device_properties": trace.get("deviceProperties", []), "observations": observations()}
+    if msg.get("artifacts"):
+        reply["artifacts"] = kernel_artifacts(events)
+    return reply

@@ -27,8 +27,8 @@ from .guard import Guard, harness_namespaces  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
-                      describe_candidate_threads, describe_output, kernel_artifacts, numerics_flags, RNG_DRAWN, rng_fresh, rng_state,
-                      timer_ids, torch_threads)
+                      describe_candidate_threads, describe_output, numerics_flags, profile_reply, public_functions,
+                      rebound, RNG_DRAWN, rng_fresh, rng_state, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
 
@@ -44,7 +44,7 @@ class Harness:
         self.conn = conn
         self.model: torch.nn.Module | None = None
         self.device = "cpu"
-        self.flags0 = numerics_flags()
+        self.flags0, self.public0 = numerics_flags(), public_functions()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         self.ref_path = ""
@@ -56,7 +56,7 @@ class Harness:
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into
         self.earlier = history.Earlier(secrets.randbits(62))   # earlier judged calls' tensors, read again later
         self.params: Any = None                   # the module's parameters' digests, as built or loaded
-        self.grads, self.rng = {}, False          # the reference's parameters' requires_grad; check the RNG
+        self.grads, self.rng, self.loaded = {}, False, {}   # the reference's requires_grad; the RNG; the state
         self.settled: list[Any] = []              # the build phase's calls (inputs, output), held unread
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
@@ -90,6 +90,7 @@ class Harness:
             "py_thread_names": describe_candidate_threads(),
             "torch_threads": torch_threads(),
             "loaded_reference": mods,
+            "rebound": rebound(self.public0),
         }
 
     def numerics(self) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class Harness:
         if not getattr(self, "primed", False):
             self.op_prime(msg)
         self.ref_path = msg.get("ref_path", "")
-        self.flags0 = self.numerics()
+        self.flags0, self.public0 = self.numerics(), public_functions()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         if msg.get("prebuilt"):
@@ -160,7 +161,7 @@ class Harness:
                                                 msg.get("shape")))
         self.collect()
         self.params = self._state()
-        self.grads, self.rng = msg.get("grads") or {}, bool(msg.get("rng"))
+        self.grads, self.rng, self.loaded = msg.get("grads") or {}, bool(msg.get("rng")), msg["state"]
         why = self._caller(msg["state"]) or history.param_fault(self.params, self.grads)
         if why:
             return {"error": "build_error", "message": why}
@@ -180,21 +181,17 @@ class Harness:
         return {"ok": True, "observations": self.observations()}
 
     def flush(self) -> None:
-        """Drop what the harness disposed of now, on the runner (an empty job). Only where no frame of the
-        harness's still refers to anything disposed of (runner.py, `start`)."""
+        """Drop what the harness disposed of, now, on the runner (where no frame of the harness's refers to it)."""
         if self.call is not None:
             self.call(jobs.nothing, (), False, True)
 
-    def collect(self, generation: int = 2) -> None:
-        """A garbage collection on the runner thread (finalizers of the candidate's objects run there)."""
+    def collect(self, generation: int = 2) -> None:      # on the runner (finalizers of the candidate's run there)
         self.call(gc.collect, (generation,))
 
     def _tampered(self, *tensors: Any) -> dict | None:
         """The error reply when a tensor the harness is about to use (an input buffer of its own, an output) is not
-        a plain tensor with an empty plain attribute dict: instance attributes would shadow the methods the harness
-        calls on it (`detach`, `reshape`, ...), and a dict of another type could run code of the candidate's (C
-        callables, which no trace sees) when the harness so much as tests it. Read through exact types only.
-        (What the harness runs on was compared right after the job: runner.py, `call`.)"""
+        a plain tensor with an empty plain attribute dict (sensors._unclean: attributes would shadow its methods, a
+        dict of another type run the candidate's C callables), read through exact types only."""
         if self.guard is None:
             return None
         for t in _tensors(tensors):
@@ -209,7 +206,7 @@ class Harness:
     def op_load(self, msg: dict) -> dict:
         assert self.model is not None
         self.call(jobs.load, (self.model, msg["state"], self.device, bool(msg.get("quiet")), bool(msg.get("direct"))))
-        built, self.params = self.params, self._state()            # the caller's, as loaded
+        built, self.params, self.loaded = self.params, self._state(), msg["state"]     # the caller's, as loaded
         moved = history.objects_change(built, self.params)     # by the build's settle calls
         why = moved or self._caller(msg["state"])
         return {"error": "input_mutated" if moved else "build_error", "message": why} if why else {"ok": True}
@@ -250,7 +247,7 @@ class Harness:
         in_ptrs = self._storages(xs)
         drawn = rng_fresh(self.device) if self.rng else b""
         out = self.call(self.model, xs)
-        if self.rng and rng_state(self.device) != drawn:
+        if self._unseeded(drawn):
             return self.dispose(out) or dict(RNG_DRAWN)
         self.dispose(out)
         self.sync()
@@ -380,10 +377,25 @@ class Harness:
         return remote
 
     def op_warmup(self, msg: dict) -> dict:
+        drawn = rng_fresh(self.device) if self.rng else b""
         n = self._warm_up(self._remote(self.model), self._make, msg["plan"], self.device, msg["warmup_ms"],
                           msg["warmup_min"])
         self.collect(1)
-        return self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
+        return self._unseeded(drawn) or self._tampered() or {"ok": True, "calls": n, "observations": self.observations()}
+
+    def _unseeded(self, drawn: bytes) -> dict | None:
+        """The reply where calls since `drawn` (rng_fresh) changed the generators (red team 39: in a batch's only)."""
+        return dict(RNG_DRAWN) if self.rng and rng_state(self.device) != drawn else None
+
+    def op_state(self, msg: dict) -> dict:
+        """The module's state (as loaded) and state_dict() after calls not judged one by one (red team 39 zeroed its
+        weights in timed calls, and changed its state_dict() after 8 calls)."""
+        state = self._state()
+        if isinstance(state, dict) or state != self.params:
+            return state if isinstance(state, dict) else {"error": "input_mutated",
+                                                          "message": history.state_change(self.params, state)}
+        why = self._caller(self.loaded)
+        return {"error": "build_error", "message": why} if why else {"ok": True}
 
     def op_time(self, msg: dict) -> dict:
         """One timed batch (gate/loop.py), one step at a time: the judge sends each iteration's
@@ -399,6 +411,7 @@ class Harness:
             null = handle.empties(msg["null"], self.device)
             target = (lambda *xs: null[0]) if len(null) == 1 and msg.get("single", True) else (lambda *xs: tuple(null))
         model = self._remote(target)              # the stand-in too runs on the runner thread
+        drawn = rng_fresh(self.device) if self.rng else b""
         conn, sign = self.conn, self.sign or (lambda b: b)
 
         def steps():
@@ -425,7 +438,7 @@ class Harness:
         except _Refused as r:
             return r.desc
         self.collect(1)
-        return {"ok": True, "observations": self.observations()}
+        return self._unseeded(drawn) or {"ok": True, "observations": self.observations()}
 
     def op_fetch(self, msg: dict) -> dict:
         """The outputs of the named iterations of the last timed batch, as they are now."""
@@ -447,20 +460,7 @@ class Harness:
         text = self.call(jobs.profile, (self.model, xs, self.device, int(msg.get("warmup", 2)),
                                         int(msg.get("iters", 5)), str(msg["marker"])))
         self.dispose(xs)
-        if type(text) is not str:
-            return {"error": "crash", "message": "the profile came back as something other than text"}
-        trace = json.loads(text)
-        cats, keys, cap = set(msg["categories"]), tuple(msg["args"]), int(msg.get("max_events", 200_000))
-        events = [{"name": str(e.get("name", ""))[:1000], "cat": str(e["cat"]).lower(), "ts": e.get("ts"),
-                   "dur": e.get("dur"), "tid": e.get("tid"),
-                   "args": {k: e["args"][k] for k in keys if k in (e.get("args") or {})}}
-                  for e in trace.get("traceEvents", []) if e.get("ph") == "X" and str(e.get("cat")).lower() in cats]
-        reply: dict[str, Any] = {"ok": True, "events": events[:cap], "truncated": len(events) > cap,
-                                 "device_properties": trace.get("deviceProperties", []),
-                                 "observations": self.observations()}
-        if msg.get("artifacts"):
-            reply["artifacts"] = kernel_artifacts(events)
-        return reply
+        return profile_reply(text, msg, self.observations)
 
     def serve(self) -> None:
         while True:

@@ -224,3 +224,10 @@ def test_a_module_of_its_own_layout_must_load_its_own_checkpoint_back_unchanged(
     before = _sigs(m)
     jobs.reload(m)
     assert _sigs(m) != before                       # what the worker compares (worker.py, `_caller`)
+
+
+def test_a_planted_grad_is_a_change_of_the_state():
+    m = torch.nn.Linear(4, 3)
+    before = _sigs(m)
+    m.weight.grad = torch.ones_like(m.weight)
+    assert ".grad of 'weight'" in history.state_change(before, _sigs(m))

@@ -99,3 +99,36 @@ def test_outputs_that_require_grad_or_are_conjugate_views_are_described():
     z = torch.randn(3, dtype=torch.complex64)
     assert describe_output(z.conj(), [], "cpu")["meta"][0]["conj"] is True
     assert describe_output(z, [], "cpu")["meta"][0]["conj"] is False
+
+
+def test_python_and_numpy_reseeds_change_the_secretly_seeded_state():
+    import random
+    import numpy as np
+    from kernelgate.sandbox import sensors
+    drawn = sensors.rng_fresh("cpu")
+    random.seed(0)
+    assert sensors.rng_state("cpu") != drawn
+    drawn = sensors.rng_fresh("cpu")
+    np.random.seed(0)
+    assert sensors.rng_state("cpu") != drawn
+
+
+def test_a_rebound_torch_function_is_named_and_dynamos_own_wrapper_is_not():
+    import functools
+    import torch.nn.functional as F
+    from kernelgate.sandbox import sensors
+    before = sensors.public_functions()
+    relu, forward = F.relu, torch.nn.ReLU.forward
+    try:
+        F.relu = lambda x, inplace=False: x
+        torch.nn.ReLU.forward = lambda self, x: x
+        assert sensors.rebound(before) == ["torch.nn.functional.relu", "torch.nn.ReLU.forward"]
+    finally:
+        F.relu, torch.nn.ReLU.forward = relu, forward
+    assert sensors.rebound(before) == []
+    seed = torch.manual_seed
+    try:                                      # a wrapper of the candidate's own code is a rebinding
+        torch.manual_seed = functools.wraps(seed)(lambda s: seed(0))
+        assert sensors.rebound(before) == ["torch.manual_seed"]
+    finally:
+        torch.manual_seed = seed
