@@ -78,7 +78,8 @@ def test_steps_on_a_rounding_reference(write, rounding, expr, expect):
     cand = HALF_CAND.replace("ROUND", rounding).replace("EXPR", expr)
     v = api.verify(write("ref.py", HALF_REF), write("cand.py", cand))
     assert v.status.value == expect, v.message
-    trial = next(c for c in v.checks if c.name.startswith("trial 1"))
+    # the first judged call: trial 1, or the build phase's first call (judged after the lockdown) where it failed
+    trial = next(c for c in v.checks if c.name.startswith(("trial 1", "first call")))
     assert "quantized output" in trial.detail
 
 
