@@ -241,7 +241,6 @@ class Session:
                 calls.append((f"first call, {LAYOUT}: {which}", lambda keys=keys, which=which: relaid(
                     t, t.given, keys, which)))
         each = t.out_bytes() + sum(x.numel() * x.element_size() for x in t.given if isinstance(x, torch.Tensor))
-        self.first = []                     # the calls held until judged (their inputs, one task's worth each)
         for k, (name, make) in enumerate(calls):
             xs = make()                     # built one at a time (a relaid 16 GiB input is 16 GiB more)
             hold = not t.lean and (k + 1) * each <= FIRST_HOLD_BYTES
@@ -268,7 +267,7 @@ class Session:
     def first_calls(self) -> None:
         """The build phase's calls judged, the first in each shape and layout (red team 36: a module returning zeros
         on its first call of each kind, right afterwards, was accepted). Each against the reference's run on its own
-        inputs: a layout changes a complex output's bits (judged exactly)."""
+        inputs (a layout may change the reference's order of summation, so its bits)."""
         for i, (name, xs) in enumerate(self.first):
             reply = self.request({"op": "settled", "index": i}, self.cfg.call_timeout, name)
             self.check_outputs(name, xs, self.task.oracle.run(xs), reply)
@@ -353,7 +352,8 @@ class Session:
         again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
         # a trial called after a pause, with earlier trials' outputs held (a caller's next step may come much later)
         paused = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))
-        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts)):   # one trial's data at a time
+        # one trial's data at a time
+        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts)):
             if trial.state is not None:       # loads in turn: plain, versions set back (a `.data` write), written
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 3 == 1,   # into the tensors
                               "direct": loads % 3 == 2}, self.cfg.call_timeout, "load_state_dict")   # (jobs.load)

@@ -490,18 +490,6 @@ def complex_specials(xs: list[Any], contract: Any, r: random.Random) -> tuple[di
         pairs = list(zip(re, im))
         if 0.0 in vals:
             pairs += [(v, 0.0) for v in im] + [(0.0, v) for v in re]
-        y = torch.clone(x.detach().resolve_conj(), memory_format=torch.contiguous_format)
-        z = y.clone() if 0.0 in vals else None
-        parts = torch.view_as_real(y).view(-1, 2)
-        for j, (a, b) in enumerate(pairs):          # strided fills, as values.special_inputs
-            parts[start + j * step::step * len(pairs), 0] = a
-            parts[start + j * step::step * len(pairs), 1] = b
-        changed[i] = y
-        if z is not None:
-            z.view(-1)[start::step] = 0.0
-            zeros[i] = z
-            if x.dim() >= 2 and x.shape[0] > 1:
-                k = r.randrange(x.shape[0])
-                y[k] = 0.0
-                z[k] = 0.0
+        values.filled(i, torch.clone(x.detach().resolve_conj(), memory_format=torch.contiguous_format), pairs, step,
+                      start, 0.0 in vals, r, changed, zeros)
     return changed, zeros

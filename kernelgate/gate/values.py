@@ -31,20 +31,29 @@ def special_inputs(xs: list[Any], contract: Any, r: random.Random) -> tuple[dict
         if not vals:
             continue
         step, start = r.randint(2, 5), r.randrange(2)
-        y = torch.clone(x, memory_format=torch.contiguous_format)
-        z = y.clone() if 0.0 in vals else None
         r.shuffle(vals)
-        for j, v in enumerate(vals):              # strided fills: no index tensor the size of the input
-            y.view(-1)[start + j * step::step * len(vals)] = v
-        changed[i] = y
-        if z is not None:
-            z.view(-1)[start::step] = 0.0
-            zeros[i] = z
-            if x.dim() >= 2 and x.shape[0] > 1:
-                k = r.randrange(x.shape[0])
-                y[k] = 0.0
-                z[k] = 0.0
+        filled(i, torch.clone(x, memory_format=torch.contiguous_format), vals, step, start, 0.0 in vals, r,
+               changed, zeros)
     return changed, zeros
+
+
+def filled(i: int, y: torch.Tensor, fills: list[Any], step: int, start: int, zero: bool, r: random.Random,
+           changed: dict[int, Any], zeros: dict[int, Any]) -> None:
+    """Input i's copy `y` with `fills` cycled into every `step`-th element from `start` (a complex y's fills are
+    (real, imaginary) pairs) into `changed`; with `zero`, a copy with those elements 0 instead into `zeros`, and
+    one whole entry of the first dimension 0 in both (2+ dims)."""
+    z = y.clone() if zero else None
+    flat = torch.view_as_real(y).view(-1, 2) if y.is_complex() else y.view(-1)
+    for j, v in enumerate(fills):              # strided fills: no index tensor the size of the input
+        flat[start + j * step::step * len(fills)] = flat.new_tensor(v) if isinstance(v, tuple) else v
+    changed[i] = y
+    if z is not None:
+        z.view(-1)[start::step] = 0.0
+        zeros[i] = z
+        if y.dim() >= 2 and y.shape[0] > 1:
+            k = r.randrange(y.shape[0])
+            y[k] = 0.0
+            z[k] = 0.0
 
 
 def far_params(state: dict[str, torch.Tensor], keys: list[str],

@@ -94,8 +94,15 @@ def objects_change(before: Any, after: Any) -> str | None:
     build and a later load, the calls between them (the build's settle calls, unjudged) may not swap or freeze them."""
     if type(before) is not list or type(after) is not list:
         return None
-    strip = [lambda sigs: [(s[0], None, None, None, s[4], s[5], s[6]) for s in sigs]][0]
-    return state_change(strip(before), strip(after)) if strip(before) != strip(after) else None
+    was, now = ([(s[0], None, None, None, *s[4:]) for s in sigs] for sigs in (before, after))
+    return state_change(was, now) if was != now else None
+
+
+def state_fault(state: Any, params: Any) -> dict | None:
+    """The error reply where the module's state now (`state_sigs`, or its error reply) differs from `params`."""
+    if isinstance(state, dict):
+        return state
+    return None if state == params else {"error": "input_mutated", "message": state_change(params, state)}
 
 
 def param_fault(sigs: list, grads: dict) -> str | None:
@@ -132,7 +139,7 @@ def roundtrip_fault(named: Any, loaded: dict, key: int, unclean: Callable[[Any],
         if why:
             return why
         got[item[0]] = item[1]
-    if set(got) != set(loaded):              # a layout of its own (converted by a load hook): `reload_fault` judges it
+    if set(got) != set(loaded):              # a layout of its own (converted by a load hook): see `own_keys`
         return None
     for k, v in loaded.items():
         c = got[k]
@@ -141,6 +148,14 @@ def roundtrip_fault(named: Any, loaded: dict, key: int, unclean: Callable[[Any],
             return (f"the module's state_dict() hands out other values under '{k}' than were loaded (a checkpoint "
                     "saved from it reloads wrong)")
     return None
+
+
+RELOADED = "its own state_dict() loaded back into it changes it (a checkpoint saved from the module reloads wrong)"
+
+
+def own_keys(named: Any, loaded: dict) -> bool:
+    """The module's `state_dict()` (`jobs.state_dict_of`) has keys other than the reference's."""
+    return type(named) is list and {item[0] for item in named if type(item) is tuple and item} != set(loaded)
 
 
 class Earlier:
@@ -217,10 +232,3 @@ class Earlier:
             self.dropped.append(self.held.pop(0))
         return err
 
-
-RELOADED = "its own state_dict() loaded back into it changes it (a checkpoint saved from the module reloads wrong)"
-
-
-def own_keys(named: Any, loaded: dict) -> bool:
-    """The module's `state_dict()` (`jobs.state_dict_of`) has keys other than the reference's."""
-    return type(named) is list and {item[0] for item in named if type(item) is tuple and item} != set(loaded)

@@ -108,9 +108,17 @@ def rng_fresh(device: str) -> bytes:
     _PY_SEED(seed)
     if _NP_SEED is not None:
         _NP_SEED(seed & 0xFFFFFFFF)
-    if device.startswith("cuda") and torch.cuda.is_initialized():
-        torch.cuda.default_generators[torch.device(device).index or 0].manual_seed(seed)
+    gen = _cuda_generator(device)
+    if gen is not None:
+        gen.manual_seed(seed)
     return rng_state(device)
+
+
+def _cuda_generator(device: str) -> Any:
+    """The device's default generator once CUDA is up, else None."""
+    if device.startswith("cuda") and torch.cuda.is_initialized():
+        return torch.cuda.default_generators[torch.device(device).index or 0]
+    return None
 
 
 def rng_state(device: str) -> bytes:
@@ -121,8 +129,8 @@ def rng_state(device: str) -> bytes:
     if _NP_GET is not None:
         kind, keys, pos, has_gauss, cached = _NP_GET()
         state += bytes(keys.tobytes()) + repr((kind, pos, has_gauss, cached)).encode()
-    if device.startswith("cuda") and torch.cuda.is_initialized():
-        gen = torch.cuda.default_generators[torch.device(device).index or 0]
+    gen = _cuda_generator(device)
+    if gen is not None:
         state += bytes(gen.get_state().numpy().tobytes())
     return state
 

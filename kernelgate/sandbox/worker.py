@@ -217,7 +217,9 @@ class Harness:
         if not history.own_keys(named, state):
             return history.roundtrip_fault(named, state, self.earlier.key, _unclean)
         failed = self.call(jobs.reload, (self.model,))
-        return str(failed)[:500] if failed else None if self._state() == self.params else history.RELOADED
+        if failed:
+            return str(failed)[:500]
+        return None if self._state() == self.params else history.RELOADED
 
     def poison(self, nbytes: int) -> None:
         """Hand the allocator NaN-filled blocks so an unwritten output cannot hold a plausible value."""
@@ -233,7 +235,7 @@ class Harness:
             xs = [handle.to_device(x, self.device) for x in msg["inputs"]]
             held = (xs, self.call(self.model, xs))
             self.sync()     # `hold`: kept unread for `op_settled` (the full plan); else it dies with the request
-            self.settled.append(held) if msg.get("hold") else self.dispose(held)
+            (self.settled.append if msg.get("hold") else self.dispose)(held)
             return {"ok": True}
         lean = bool(msg.get("lean"))
         if lean:    # the lean memory plan (gate/memory.py): one call's worth on the device
@@ -247,8 +249,9 @@ class Harness:
         in_ptrs = self._storages(xs)
         drawn = rng_fresh(self.device) if self.rng else b""
         out = self.call(self.model, xs)
-        if self._unseeded(drawn):
-            return self.dispose(out) or dict(RNG_DRAWN)
+        unseeded = self._unseeded(drawn)
+        if unseeded:
+            return self.dispose(out) or unseeded
         self.dispose(out)
         self.sync()
         tampered = self._tampered(xs, out)
@@ -261,10 +264,7 @@ class Harness:
         changed = handle.changed(xs, snapshot)
         # the previous call's inputs and outputs read again, this call's held (sandbox/history.py; full plan only)
         earlier = None if lean or "error" in desc else self.earlier.check(xs, raw, _unclean)
-        state = None if earlier else self._state()
-        if isinstance(state, dict) or (state is not None and state != self.params):
-            earlier = state if isinstance(state, dict) else {"error": "input_mutated", "message": history.state_change(
-                self.params, state)}
+        earlier = earlier or history.state_fault(self._state(), self.params)
         if lean or "error" in desc:
             self.dispose(self.earlier.take())
         else:
@@ -390,10 +390,9 @@ class Harness:
     def op_state(self, msg: dict) -> dict:
         """The module's state (as loaded) and state_dict() after calls not judged one by one (red team 39 zeroed its
         weights in timed calls, and changed its state_dict() after 8 calls)."""
-        state = self._state()
-        if isinstance(state, dict) or state != self.params:
-            return state if isinstance(state, dict) else {"error": "input_mutated",
-                                                          "message": history.state_change(self.params, state)}
+        changed = history.state_fault(self._state(), self.params)
+        if changed:
+            return changed
         why = self._caller(self.loaded)
         return {"error": "build_error", "message": why} if why else {"ok": True}
 
