@@ -249,6 +249,7 @@ class Oracle:
         self.lean = self.home != self.device      # the lean memory plan: the cache goes back after every run
         self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
+        self.at0 = True                           # the models hold state0 (`reset`)
         # the state's parameters, each with whether it requires grad (an optimizer's): a candidate's must match
         self.grads = {k: bool(p.requires_grad) for k, p in self.model.named_parameters(remove_duplicate=False)
                       if k in self.state0}
@@ -349,11 +350,18 @@ class Oracle:
                 and "tf32" not in self.contract.precision and any(op in self.ops for op in CONV_OPS))
 
     def load(self, state: dict[str, torch.Tensor]) -> None:
+        self.at0 = state is self.state0
         self.model.load_state_dict(state, strict=True)
         if self.model64 is not None:
             self.model64.load_state_dict(state, strict=True)
         for m in self.low.values():
             m.load_state_dict(state, strict=True)
+
+    def reset(self) -> None:
+        """The initial parameters back, where a load left others (a session that failed between its trials' loads
+        would leave the next session's first calls judged against perturbed parameters)."""
+        if not self.at0:
+            self.load(self.state0)
 
     def run_as(self, dtype: torch.dtype, xs: list[Any]) -> list[torch.Tensor]:
         """The reference with its current parameters, computed entirely in `dtype` (for mutants)."""

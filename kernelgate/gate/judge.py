@@ -76,6 +76,7 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
             _timed_recheck(task, s, cfg)
     except Rejected as r:
         s.worker.close()
+        task.oracle.reset()             # a trial's load may have left other parameters (the next session's too)
         return verdicts.rejected(task, s, r, t0), s
     except BaseException:
         s.worker.close()

@@ -228,8 +228,8 @@ class Prober:
 
     def restore(self) -> None:
         """Put the oracle back to the initial parameters (as the judge expects it between candidates)."""
-        if self.loaded is not None and self.loaded is not self.oracle.state0:
-            self.oracle.load(self.oracle.state0)
+        if self.loaded is not None:
+            self.oracle.reset()
         self.loaded = None
 
 

@@ -214,6 +214,7 @@ class Session:
 
     def _build(self, compile_options: dict | None, baseline: bool) -> None:
         t = self.task
+        t.oracle.reset()                    # the worker starts from state0, so does the reference
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "prebuilt": self._prebuilt(baseline), "shape": t.shape,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
@@ -373,7 +374,7 @@ class Session:
         if not t.lean:        # every held call's tensors read again (sandbox/history.py: the full plan)
             self.request({"op": "earlier"}, self.cfg.call_timeout, "earlier calls' inputs and outputs")
         self.caller_state("after the trials")
-        t.oracle.load(t.oracle.state0)
+        t.oracle.reset()
         self.request({"op": "load", "state": t.oracle.state0}, self.cfg.call_timeout, "load_state_dict")
 
     def caller_state(self, when: str) -> None:

@@ -340,12 +340,14 @@ def test_float_arguments_take_other_values_and_integers_keep_theirs(write):
 def _outside_is_poison(x: torch.Tensor) -> bool:
     """Every element of x's storage outside its view (gaps, the part before its offset) is like the view's own
     values, within their magnitude (plausible and wrong for a kernel reading there; no NaN or sentinel to tell a
-    trial by), and hardly ever one of them (red team 35 told a trial by finding the view's values outside it)."""
+    trial by), and hardly ever one of them (red team 35 told a trial by finding the view's values outside it). Zeros
+    aside: a decoy of a zero is zero (a special-values trial's zeros), and zeros outside a caller's view are common."""
     total = x.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
     inside = torch.zeros(total, dtype=torch.bool)
     inside[torch.arange(total).as_strided(x.shape, x.stride(), x.storage_offset()).reshape(-1)] = True
     outside = x.as_strided((total,), (1,), 0)[~inside]
-    own = torch.isin(outside, x.reshape(-1)).float().mean().item() if outside.numel() else 0.0
+    nonzero = outside[outside != 0]
+    own = torch.isin(nonzero, x.reshape(-1)).float().mean().item() if nonzero.numel() else 0.0
     return bool(torch.isfinite(outside).all()) and bool((outside.abs() <= x.abs().max()).all()) and own < 0.5
 
 

@@ -1,0 +1,50 @@
+"""gate/session.py: what one session leaves behind for the next on the same task."""
+import torch
+
+from kernelgate import workload
+from kernelgate.config import GateConfig
+from kernelgate.gate import judge as judge_mod, task as task_mod
+from kernelgate.records import Contract
+
+REF = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(32) + 0.5)
+        self.bias = nn.Parameter(torch.zeros(32))
+    def forward(self, x):
+        return x * self.weight + self.bias
+def get_inputs():
+    return [torch.randn(8, 32)]
+def get_init_inputs():
+    return []
+"""
+
+NO_BIAS = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(32) + 0.5)
+        self.bias = nn.Parameter(torch.zeros(32))
+    def forward(self, x):                     # right while the bias is zero: wrong after a trial's load
+        return x * self.weight
+"""
+
+
+def test_a_session_failing_after_a_load_leaves_the_reference_at_its_initial_parameters(write):
+    """A candidate rejected between the trials' loads of perturbed parameters must not leave the oracle holding them:
+    the next session's first calls (judged against the reference) would reject an honest candidate."""
+    ref = write("ref.py", REF)
+    task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
+    cfg = GateConfig()
+    bad = judge_mod.judge(task, workload.Spec.parse(write("nobias.py", NO_BIAS), "ModelNew"), cfg)
+    assert bad.status.value == "rejected" and bad.reason.value == "mismatch", bad.message
+    assert "perturbed" in bad.message                  # rejected on a trial that loaded other parameters
+    held = task.oracle.model.state_dict()
+    assert all(torch.equal(held[k], v) for k, v in task.oracle.state0.items())
+    good = judge_mod.judge(task, workload.Spec.parse(ref, "Model"), cfg)
+    assert good.status.value == "accepted", good.message
