@@ -1,0 +1,78 @@
+"""gate/families.py: the input families no drawn distribution reaches (red team 40)."""
+import random
+
+import torch
+
+from kernelgate import workload
+from kernelgate.config import GateConfig
+from kernelgate.gate import families, task as task_mod, trials as trials_mod
+from kernelgate.records import Contract, Domain
+
+
+def test_non_positive_makes_floats_one_signed_and_complex_purely_imaginary():
+    x, z, idx = torch.randn(4, 5), torch.randn(3, dtype=torch.complex64), torch.arange(4)
+    out = families.make("non-positive", [x, z, idx, 0.5], Contract(), random.Random(0))
+    assert bool((out[0] <= 0).all()) and torch.equal(out[0].abs(), x.abs())
+    assert out[1].dtype == torch.complex64 and bool((out[1].real == 0).all()) and torch.allclose(out[1].imag, z.abs())
+    assert out[2] is idx and out[3] == 0.5
+
+
+def test_a_domain_without_negative_values_keeps_its_input():
+    x, y = torch.rand(8), torch.randn(8)
+    c = Contract(domain=((0, Domain(0.0, 1.0)),))
+    out = families.make("non-positive", [x, y], c, random.Random(0))
+    assert out[0] is x and bool((out[1] <= 0).all())
+    assert families.make("non-positive", [x], c, random.Random(0)) is None
+
+
+def test_zeros_zero_a_secret_non_empty_set_of_inputs():
+    xs = [torch.randn(4), torch.randn(4), torch.arange(4)]
+    picked = set()
+    for seed in range(40):
+        out = families.make("zeros", xs, Contract(), random.Random(seed))
+        zero = {i for i in (0, 1) if not out[i].any()}
+        assert zero and out[2] is xs[2]
+        picked.add(frozenset(zero))
+    assert picked == {frozenset({0}), frozenset({1}), frozenset({0, 1})}
+
+
+def test_repeated_entries_repeat_entry_zero_of_every_tensor_integers_too():
+    x, idx, one = torch.randn(3, 4), torch.tensor([[1, 2], [3, 4], [5, 6]]), torch.randn(1, 4)
+    out = families.make("repeated entries", [x, idx, one], Contract(), random.Random(0))
+    assert out[0].is_contiguous() and torch.equal(out[0], x[:1].expand(3, 4)) and torch.equal(out[1][2], idx[0])
+    assert out[2] is one
+
+
+REF = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+def get_inputs():
+    return [torch.randn(4, 8)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_every_family_is_a_trial_and_the_other_trials_draw_as_without_them(write, monkeypatch):
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", REF), "Model"), "cpu", Contract())
+    trials = trials_mod.make_trials(t, 3, GateConfig().trials)
+    fam = [tr.name for tr in trials if "input family" in tr.name]
+    assert sorted(n.split(": ")[1].split(",")[0] for n in fam) == sorted(families.FAMILIES), fam
+    monkeypatch.setattr(families, "FAMILIES", ())
+    without = trials_mod.make_trials(t, 3, GateConfig().trials)
+    rest = [tr for tr in trials if "input family" not in tr.name]
+    assert [tr.name for tr in rest] == [tr.name for tr in without]
+    assert all(torch.allclose(a.inputs[0], b.inputs[0], rtol=0, atol=0, equal_nan=True) for a, b in zip(rest, without))
+
+
+def test_a_family_the_reference_gives_non_finite_outputs_on_is_left_out(write):
+    ref = REF.replace("return torch.relu(self.fc(x))", "return x / x.norm(dim=-1, keepdim=True)")
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", ref), "Model"), "cpu", Contract())
+    names = [tr.name for tr in trials_mod.make_trials(t, 3, GateConfig().trials)]
+    assert not any("zeros" in n for n in names) and any("non-positive" in n for n in names), names
