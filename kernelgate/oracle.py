@@ -253,6 +253,10 @@ class Oracle:
         # the state's parameters, each with whether it requires grad (an optimizer's): a candidate's must match
         self.grads = {k: bool(p.requires_grad) for k, p in self.model.named_parameters(remove_duplicate=False)
                       if k in self.state0}
+        # backward hooks on its parameters or submodules (a candidate's may carry them only where these do)
+        self.hooked = any(bool(p._backward_hooks) or bool(getattr(p, "_post_accumulate_grad_hooks", None))
+                          for p in self.model.parameters()) or any(
+            bool(m._backward_hooks) or bool(m._backward_pre_hooks) for m in self.model.modules())
         self.uses_rng = False                     # the forward draws from or reseeds the global generators (probe)
         self.model64 = None if own else copy.deepcopy(self.model)._apply(widened)
         self.ops: set[str] = set()

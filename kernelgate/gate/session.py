@@ -167,8 +167,8 @@ class Session:
             self.fail(Reason.FLAGS, "global numerics flags",
                       "changed during " + what + ": " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
         if obs.get("rebound"):
-            self.fail(Reason.FLAGS, "torch's functions", f"rebound during {what}: {', '.join(map(str, obs['rebound'][:5]))}"
-                      " (every model in the caller's process runs them)")
+            self.fail(Reason.FLAGS, "process-wide functions and hooks", f"changed during {what}: "
+                      f"{', '.join(map(str, obs['rebound'][:5]))} (every other model in the caller's process runs them)")
         if obs.get("timers_changed"):
             self.fail(Reason.TIMER, "timer identity", f"replaced during {what}: {', '.join(obs['timers_changed'])}")
         self.torch_threads = int(obs.get("torch_threads", 0))
@@ -218,7 +218,7 @@ class Session:
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "prebuilt": self._prebuilt(baseline), "shape": t.shape,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,
-                      "grads": t.oracle.grads, "rng": not t.oracle.uses_rng,
+                      "grads": t.oracle.grads, "rng": not t.oracle.uses_rng, "hooks": t.oracle.hooked,
                       "guard": "observe" if baseline else "enforce",
                       "library_paths": self.worker.library_paths([self.cand.path, t.ref.spec.path]),
                       "compile": compile_options is not None, "compile_options": compile_options or {}},

@@ -11,7 +11,8 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - float arguments of forward (an `alpha`) take other values, scaled and sign-flipped, in those trials too;
 - one main trial gives its tensors in another memory layout (column-major), a second (3+ dims) in another
   memory order drawn per task;
-- one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two.
+- one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two;
+- one trial per input family (gate/families.py): non-positive (complex: purely imaginary), zeros, a repeated entry.
 Complex inputs, parameters and buffers go through all of these as their real and imaginary parts (red team 38:
 `is_floating_point()` is False for them, so they had no edits, special values, NaN/Inf or extreme values, and
 complex parameters were never perturbed or negated).
@@ -32,7 +33,7 @@ import torch
 from .. import workload
 from .layouts import LAYOUTS, relayout_on
 from .prober import NONFINITE_DTYPES, Prober, prober
-from . import correctness, values
+from . import correctness, families, values
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +122,21 @@ def plan(task: Any, g: torch.Generator, n: int,
     specials_at = r.choice(signed) if signed else r.choice(others) if others else -1
     # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
     wide_at = flip_at[-1] if flip_at else -1
+    # the input families (gate/families.py), each a trial of its own before main trial i, from generators of their
+    # own (the other trials draw as they did without them)
+    rf = random.Random(g.initial_seed() * 7919 + 17)
+    gf = torch.Generator().manual_seed(rf.randrange(1 << 62))
+    fams = sorted((rf.randrange(1, n + 1), kind) for kind in families.FAMILIES) if n else []
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
                 pr.loaded = None
                 extra = (_nonfinite_trial if k == 0 else _extreme_trial)(task, pr, g)
+                if extra is not None:
+                    yield extra
+            for _, kind in [e for e in fams if e[0] == t]:
+                pr.loaded = None
+                extra = _family_trial(task, pr, gf, rf, kind)
                 if extra is not None:
                     yield extra
             if t == n:
@@ -407,6 +418,19 @@ def _nonfinite_trial(task, pr: Prober, g: torch.Generator):
     reference defines its outputs there (Prober.nonfinite_ok); None otherwise. Complex outputs are judged as
     float ones (each part: checks.Expected.check)."""
     return _special_trial(task, pr, g, workload.with_nonfinite, correctness.NONFINITE_TRIAL, against_clean=True)
+
+
+def _family_trial(task, pr: Prober, g: torch.Generator, r: random.Random, kind: str):
+    """The workload's inputs turned into one input family (gate/families.py), under perturbed parameters, where the
+    reference gives finite outputs on it (or non-finite only where it does on the inputs before); None otherwise."""
+    clean = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)))
+    xs = families.make(kind, clean, task.contract, r)
+    if xs is None:
+        return None
+    state = perturb(task.oracle.state0, g)
+    if not pr.ok(xs, state, (clean, state)):
+        return None
+    return f"trial (input family: {kind}, perturbed params)", xs, state
 
 
 def _extreme_trial(task, pr: Prober, g: torch.Generator):

@@ -53,6 +53,8 @@ def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> An
     one is not a plain tensor. A forward may not change its caller's weights or buffers (red team 36 zeroed the
     weights, red team 37 a buffer, after computing from private copies), nor swap the parameter objects an optimizer
     holds or their requires_grad (red team 38: an optimizer built before the first call trained nothing)."""
+    if type(named) is str:                   # jobs.handles_fault: what a caller's training gets is wrong
+        return {"error": "build_error", "message": named[:500]}
     out = []
     for item in named if type(named) is list else ():
         if type(item) is not tuple or len(item) != 5 or type(item[2]) is not bool or type(item[3]) is not int:

@@ -110,10 +110,35 @@ def construct(path: str, cls_name: str, init_inputs: list, state: dict, seed: in
     return model
 
 
-def state_of(model: torch.nn.Module) -> list:
+def handles_fault(model: torch.nn.Module, hooks: bool) -> str | None:
+    """What a caller's training gets from the module other than its tensors (red team 40): its own `parameters()` and
+    `named_parameters()` must hand out the tensors it holds (copies: a caller's optimizer trains tensors the forward
+    never reads), and no parameter or submodule may carry a backward hook where the reference's carry none (`hooks`:
+    whether they do; a hook negating the gradients made training diverge)."""
+    target = model
+    held = {id(t) for _, t in torch.nn.Module.named_parameters(target, remove_duplicate=False)}
+    if {id(t) for t in target.parameters()} != held or {id(t) for _, t in target.named_parameters()} != held:
+        return ("its parameters() or named_parameters() hands out other tensors than the module holds (a caller's "
+                "optimizer would train tensors its forward never reads)")
+    if hooks:
+        return None
+    for name, t in torch.nn.Module.named_parameters(target, remove_duplicate=False):
+        if t._backward_hooks or getattr(t, "_post_accumulate_grad_hooks", None):
+            return f"its parameter '{name}' carries a gradient hook (a caller's training runs it); the reference's carry none"
+    for name, m in torch.nn.Module.named_modules(target, remove_duplicate=False):
+        if m._backward_hooks or m._backward_pre_hooks:
+            return f"its submodule '{name}' carries a backward hook (a caller's training runs it); the reference's carry none"
+    return None
+
+
+def state_of(model: torch.nn.Module, hooks: bool = False) -> list | str:
     """(name, detached tensor) of the module's parameters and persistent buffers: the caller's (its state_dict's),
-    which a forward may not change (sandbox/history.py, `state_sigs`); a non-persistent buffer may be a workspace."""
+    which a forward may not change (sandbox/history.py, `state_sigs`); a non-persistent buffer may be a workspace.
+    What a caller's training gets from it beside its tensors, where wrong (`handles_fault`), instead."""
     target = getattr(model, "_orig_mod", model)
+    fault = handles_fault(target, hooks)
+    if fault:
+        return fault
     bufs = [(f"{p}.{n}" if p else n, b) for p, m in torch.nn.Module.named_modules(target, remove_duplicate=False)
             for n, b in dict.items(m._buffers) if b is not None and n not in m._non_persistent_buffers_set]
     params = list(torch.nn.Module.named_parameters(target, remove_duplicate=False))

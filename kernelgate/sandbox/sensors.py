@@ -67,39 +67,6 @@ RNG_DRAWN = {"error": "flags", "message": "the forward drew from or reseeded the
              "(torch.manual_seed, a random op): a caller's later draws change; the reference's does neither"}
 
 
-def public_functions() -> dict[str, Any]:
-    """Each of torch's public functions (torch.*, torch.nn.functional.*, Tensor's methods, the nn modules' forward):
-    a candidate rebinding one (red team 39: `F.relu` and `nn.ReLU.forward` to a leaky ReLU) changes every other
-    model in its caller's process (`rebound`)."""
-    import torch.nn.functional as F
-    out: dict[str, Any] = {}
-    for prefix, space in (("torch.", vars(torch)), ("torch.nn.functional.", vars(F)), ("torch.Tensor.", vars(torch.Tensor))):
-        for k, v in list(space.items()):
-            if callable(v) and not isinstance(v, type) and (prefix == "torch.Tensor." or not k.startswith("_")):
-                out[prefix + k] = v
-    for k, v in list(vars(torch.nn).items()):
-        if isinstance(v, type) and issubclass(v, torch.nn.Module) and "forward" in vars(v):
-            out[f"torch.nn.{k}.forward"] = vars(v)["forward"]
-    return out
-
-
-def rebound(before: dict[str, Any]) -> list[str]:
-    """The names of `before` (public_functions) bound to something else now. TorchDynamo's import wraps a few
-    (`torch.manual_seed` in `torch._disable_dynamo`): a wrapper of torch's own code whose `__wrapped__` is the
-    function before is no change."""
-    now, out = public_functions(), []
-    for k, v in before.items():
-        w = now.get(k)
-        if w is v:
-            continue
-        inner = getattr(w, "__wrapped__", None) if "torch._dynamo" in sys.modules else None
-        code = getattr(w, "__code__", None)
-        if inner is v and code is not None and str(code.co_filename).startswith(_LIB_DIRS[0]):
-            continue
-        out.append(k)
-    return out
-
-
 def rng_fresh(device: str) -> bytes:
     """The global generators (torch's, Python's `random`, NumPy's legacy one) seeded with a secret, and their state:
     a forward reseeding them to a seed of its own (the same state after every call) changes them from this one."""

@@ -22,13 +22,13 @@ import torch  # noqa: E402
 
 from ..digest import digests, positionals  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
-from . import audit, handle, history, ipc, jobs, loop, prebuild, runner  # noqa: E402
+from . import audit, handle, history, ipc, jobs, loop, prebuild, public, runner  # noqa: E402
 from .guard import Guard, harness_namespaces  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
-                      describe_candidate_threads, describe_output, numerics_flags, profile_reply, public_functions,
-                      rebound, RNG_DRAWN, rng_fresh, rng_state, timer_ids, torch_threads)
+                      describe_candidate_threads, describe_output, numerics_flags, profile_reply,
+                      RNG_DRAWN, rng_fresh, rng_state, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
 
@@ -44,7 +44,7 @@ class Harness:
         self.conn = conn
         self.model: torch.nn.Module | None = None
         self.device = "cpu"
-        self.flags0, self.public0 = numerics_flags(), public_functions()
+        self.flags0, self.public0 = numerics_flags(), public.snapshot()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         self.ref_path = ""
@@ -57,6 +57,7 @@ class Harness:
         self.earlier = history.Earlier(secrets.randbits(62))   # earlier judged calls' tensors, read again later
         self.params: Any = None                   # the module's parameters' digests, as built or loaded
         self.grads, self.rng, self.loaded = {}, False, {}   # the reference's requires_grad; the RNG; the state
+        self.hooks = False                        # the reference's parameters or submodules carry backward hooks
         self.settled: list[Any] = []              # the build phase's calls (inputs, output), held unread
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
@@ -90,7 +91,7 @@ class Harness:
             "py_thread_names": describe_candidate_threads(),
             "torch_threads": torch_threads(),
             "loaded_reference": mods,
-            "rebound": rebound(self.public0),
+            "rebound": public.changed(self.public0),
         }
 
     def numerics(self) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class Harness:
         if not getattr(self, "primed", False):
             self.op_prime(msg)
         self.ref_path = msg.get("ref_path", "")
-        self.flags0, self.public0 = self.numerics(), public_functions()
+        self.flags0, self.public0 = self.numerics(), public.snapshot()
         self.timers0 = timer_ids()
         self.threads0 = candidate_threads()
         if msg.get("prebuilt"):
@@ -159,9 +160,9 @@ class Harness:
                                                 msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),
                                                 self.device, bool(msg.get("compile")), msg.get("compile_options", {}),
                                                 msg.get("shape")))
+        self.grads, self.rng, self.hooks = msg.get("grads") or {}, bool(msg.get("rng")), bool(msg.get("hooks"))
         self.collect()
-        self.params = self._state()
-        self.grads, self.rng, self.loaded = msg.get("grads") or {}, bool(msg.get("rng")), msg["state"]
+        self.params, self.loaded = self._state(), msg["state"]
         why = self._caller(msg["state"]) or history.param_fault(self.params, self.grads)
         if why:
             return {"error": "build_error", "message": why}
@@ -279,7 +280,7 @@ class Harness:
 
     def _state(self) -> Any:
         """The module's parameters' and buffers' signatures (history.state_sigs), or an error reply."""
-        return history.state_sigs(self.call(jobs.state_of, (self.model,)), self.earlier.key, _unclean)
+        return history.state_sigs(self.call(jobs.state_of, (self.model, self.hooks)), self.earlier.key, _unclean)
 
     def op_settled(self, msg: dict) -> dict:
         """A build-phase call's output, held unread, described now that no thread of the candidate's is left (the

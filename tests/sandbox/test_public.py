@@ -91,8 +91,7 @@ def test_a_wrapper_of_the_candidates_is_a_change_even_dressed_as_torchs():
             del F.relu6.__wrapped__
         else:
             F.relu6.__wrapped__ = relu6_wrapped
-    inner = public._WRAPPERS and getattr(seed, "__code__", None)
-    if inner is not None and seed.__closure__:          # torch's own wrapper code, the candidate's function inside
+    if seed.__closure__:                                # torch's own wrapper code, the candidate's function inside
         forged = types.FunctionType(seed.__code__, seed.__globals__, "sigmoid", None,
                                     tuple(types.CellType(torch.tanh if c.cell_contents is not True else True)
                                           for c in seed.__closure__))
