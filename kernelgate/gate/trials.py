@@ -12,7 +12,8 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - one main trial gives its tensors in another memory layout (column-major), a second (3+ dims) in another
   memory order drawn per task;
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two;
-- one trial per input family (gate/families.py): non-positive (complex: purely imaginary), zeros, a repeated entry.
+- one trial per input family (gate/families.py): non-positive (complex: purely imaginary), zeros, constant,
+  binary, one entry repeated, some entries repeated (the lean memory plan: two of them, a secret).
 Complex inputs, parameters and buffers go through all of these as their real and imaginary parts (red team 38:
 `is_floating_point()` is False for them, so they had no edits, special values, NaN/Inf or extreme values, and
 complex parameters were never perturbed or negated).
@@ -126,7 +127,9 @@ def plan(task: Any, g: torch.Generator, n: int,
     # own (the other trials draw as they did without them)
     rf = random.Random(g.initial_seed() * 7919 + 17)
     gf = torch.Generator().manual_seed(rf.randrange(1 << 62))
-    fams = sorted((rf.randrange(1, n + 1), kind) for kind in families.FAMILIES) if n else []
+    kinds = rf.sample(families.FAMILIES, min(families.LEAN_FAMILIES, len(families.FAMILIES))) if getattr(
+        task, "lean", False) else families.FAMILIES
+    fams = sorted((rf.randrange(1, n + 1), kind) for kind in kinds) if n else []
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:

@@ -117,9 +117,10 @@ def handles_fault(model: torch.nn.Module, hooks: bool) -> str | None:
     whether they do; a hook negating the gradients made training diverge)."""
     target = model
     held = {id(t) for _, t in torch.nn.Module.named_parameters(target, remove_duplicate=False)}
-    if {id(t) for t in target.parameters()} != held or {id(t) for _, t in target.named_parameters()} != held:
-        return ("its parameters() or named_parameters() hands out other tensors than the module holds (a caller's "
-                "optimizer would train tensors its forward never reads)")
+    named = {(str(n), id(t)) for n, t in torch.nn.Module.named_parameters(target)}
+    if {id(t) for t in target.parameters()} != held or {(str(n), id(t)) for n, t in target.named_parameters()} != named:
+        return ("its parameters() or named_parameters() hands out other tensors or names than the module holds (a "
+                "caller's optimizer would train tensors its forward never reads, or decay the wrong ones)")
     if hooks:
         return None
     for name, t in torch.nn.Module.named_parameters(target, remove_duplicate=False):
@@ -158,10 +159,39 @@ def reload(model: torch.nn.Module) -> str | None:
     return None
 
 
-def state_dict_of(model: torch.nn.Module) -> list:
+#: bytes of gradients `zero_grad_fault` gives the parameters at most (the first ones; the rest keep theirs)
+ZERO_GRAD_BYTES = 64 << 20
+
+
+def zero_grad_fault(target: torch.nn.Module) -> str | None:
+    """Its zero_grad() as a caller's training loop calls it, on gradients of ones (red team 41: a no-op override, so
+    gradients accumulated across steps); each parameter's own gradient back afterwards."""
+    grads, budget = [], ZERO_GRAD_BYTES
+    for p in torch.nn.Module.parameters(target):
+        size = p.numel() * p.element_size()
+        if (p.is_floating_point() or p.is_complex()) and size <= budget:
+            grads.append((p, p.grad))
+            budget -= size
+    try:
+        for p, _ in grads:
+            p.grad = torch.ones_like(p)
+        target.zero_grad()
+        kept = [p for p, _ in grads if p.grad is not None and bool(p.grad.any())]
+    finally:
+        for p, g in grads:
+            p.grad = g
+    return "its zero_grad() leaves gradients in place (a caller's training accumulates them across steps)" if kept \
+        else None
+
+
+def state_dict_of(model: torch.nn.Module) -> list | str:
     """(key, detached tensor) of the module's own `state_dict()` (the candidate's, overridden or not): what a
-    checkpoint saved from it holds (sandbox/history.py, `roundtrip_fault`)."""
+    checkpoint saved from it holds (sandbox/history.py, `roundtrip_fault`); what its zero_grad() leaves, where wrong
+    (`zero_grad_fault`), instead."""
     target = getattr(model, "_orig_mod", model)
+    fault = zero_grad_fault(target)
+    if fault:
+        return fault
     return [(str(k), v.detach() if isinstance(v, torch.Tensor) else v) for k, v in target.state_dict().items()]
 
 

@@ -11,6 +11,7 @@ import sys
 import threading
 import time as _time
 import weakref
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -65,6 +66,21 @@ def numerics_flags() -> dict[str, Any]:
 
 RNG_DRAWN = {"error": "flags", "message": "the forward drew from or reseeded the global random generators "
              "(torch.manual_seed, a random op): a caller's later draws change; the reference's does neither"}
+
+
+def loaded_as(ref_path: str) -> list[str]:
+    """The names of the modules loaded from the reference's file (a candidate falling back to the reference)."""
+    mods: list[str] = []
+    if ref_path:
+        base = os.path.basename(ref_path)
+        for m in list(sys.modules.values()):
+            if type(m) is not ModuleType:          # anything else's attributes could run candidate code here
+                continue
+            f, name = vars(m).get("__file__"), vars(m).get("__name__")
+            if (type(f) is str and type(name) is str and os.path.basename(f) == base
+                    and os.path.realpath(f) == ref_path):
+                mods.append(name)
+    return mods
 
 
 def rng_fresh(device: str) -> bytes:

@@ -15,19 +15,18 @@ import struct  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
-from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
 from ..digest import digests, positionals  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
-from . import audit, handle, history, ipc, jobs, loop, prebuild, public, runner  # noqa: E402
+from . import audit, caller, handle, history, ipc, jobs, loop, prebuild, public, runner  # noqa: E402
 from .guard import Guard, harness_namespaces  # noqa: E402
 from .runner import CandidateFailure, _first_line  # noqa: E402
 # _same_bits stays importable here: older corpus cases patch it in this module (to no effect now: handle.py runs it)
 from .sensors import (_same_bits, _storages, _tensors, _unclean, candidate_threads,  # noqa: E402,F401
-                      describe_candidate_threads, describe_output, numerics_flags, profile_reply,
+                      describe_candidate_threads, describe_output, loaded_as, numerics_flags, profile_reply,
                       RNG_DRAWN, rng_fresh, rng_state, timer_ids, torch_threads)
 
 _CUDA_SYNC = torch.cuda.synchronize
@@ -58,6 +57,7 @@ class Harness:
         self.params: Any = None                   # the module's parameters' digests, as built or loaded
         self.grads, self.rng, self.loaded = {}, False, {}   # the reference's requires_grad; the RNG; the state
         self.hooks = False                        # the reference's parameters or submodules carry backward hooks
+        self.probe_seed, self.caller0 = secrets.randbits(30), None   # sandbox/caller.py: a secret, its digests
         self.settled: list[Any] = []              # the build phase's calls (inputs, output), held unread
         self.in_bulk: ipc.Bulk | None = None
         self.out_bulk: ipc.Bulk | None = None
@@ -74,23 +74,13 @@ class Harness:
     def observations(self) -> dict[str, Any]:
         flags = self.numerics()
         timers = timer_ids()
-        mods = []
-        if self.ref_path:
-            base = os.path.basename(self.ref_path)
-            for m in list(sys.modules.values()):
-                if type(m) is not ModuleType:          # anything else's attributes could run candidate code here
-                    continue
-                f, name = vars(m).get("__file__"), vars(m).get("__name__")
-                if (type(f) is str and type(name) is str and os.path.basename(f) == base
-                        and os.path.realpath(f) == self.ref_path):
-                    mods.append(name)
         return {
             "flags_changed": {k: [self.flags0.get(k), v] for k, v in flags.items() if self.flags0.get(k) != v},
             "timers_changed": sorted(k for k, v in timers.items() if self.timers0.get(k) != v),
             "py_threads": [self.threads0, candidate_threads()],
             "py_thread_names": describe_candidate_threads(),
             "torch_threads": torch_threads(),
-            "loaded_reference": mods,
+            "loaded_reference": loaded_as(self.ref_path),
             "rebound": public.changed(self.public0),
         }
 
@@ -123,6 +113,7 @@ class Harness:
         if self.call is None:
             self.call, self.arm, self.dispose = runner.start(runner.stack_bytes(), self.fatal)
             self.call(jobs.prime, (self.device,))
+            self.caller0 = self._probe()   # a caller's ordinary code before any candidate code (sandbox/caller.py)
             self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
             self.flags0 = self.numerics()
         if msg.get("jax") and not getattr(self, "jax_primed", False):
@@ -166,12 +157,9 @@ class Harness:
         why = self._caller(msg["state"]) or history.param_fault(self.params, self.grads)
         if why:
             return {"error": "build_error", "message": why}
-        tampered = self._tampered()
-        if tampered:
-            return tampered
         # no observations yet: threads of the candidate's may run until the lockdown, and reading what they can
         # change (modules, clocks, threads) could leave the harness a last reference; the judge asks after it
-        return {"ok": True}
+        return self._tampered() or {"ok": True}
 
     def op_observe(self, msg: dict) -> dict:
         """The observations, asked for once the judge has seen from outside that no thread of the candidate's is
@@ -388,12 +376,23 @@ class Harness:
         """The reply where calls since `drawn` (rng_fresh) changed the generators (red team 39: in a batch's only)."""
         return dict(RNG_DRAWN) if self.rng and rng_state(self.device) != drawn else None
 
+    def _probe(self) -> Any:
+        """The digests of what a caller's ordinary code computes, on the runner thread (sandbox/caller.py)."""
+        return caller.signature(self.call(caller.probe, (self.probe_seed,)), self.earlier.key, _unclean)
+
     def op_state(self, msg: dict) -> dict:
         """The module's state (as loaded) and state_dict() after calls not judged one by one (red team 39 zeroed its
-        weights in timed calls, and changed its state_dict() after 8 calls)."""
+        weights in timed calls, and changed its state_dict() after 8 calls); what a caller's other code computes
+        (red teams 40 and 41 changed it through process-wide state)."""
         changed = history.state_fault(self._state(), self.params)
         if changed:
             return changed
+        try:
+            changed = self._probe() != self.caller0
+        except CandidateFailure:            # the caller's code fails now
+            changed = True
+        if changed:
+            return {"error": "flags", "message": caller.CHANGED}
         why = self._caller(self.loaded)
         return {"error": "build_error", "message": why} if why else {"ok": True}
 

@@ -76,3 +76,30 @@ def test_a_family_the_reference_gives_non_finite_outputs_on_is_left_out(write):
     t = task_mod.prepare(workload.Spec.parse(write("ref.py", ref), "Model"), "cpu", Contract())
     names = [tr.name for tr in trials_mod.make_trials(t, 3, GateConfig().trials)]
     assert not any("zeros" in n for n in names) and any("non-positive" in n for n in names), names
+
+
+def test_constant_binary_and_some_repeated_entries():
+    x, y = torch.randn(6, 5), torch.randn(6, 5)
+    for seed in range(10):
+        r = random.Random(seed)
+        out = families.make("constant", [x, y], Contract(), r)
+        filled = [i for i in (0, 1) if out[i] is not (x, y)[i]]
+        assert filled and all(out[i].unique().numel() == 1 and bool(out[i][0, 0] in (x, y)[i]) for i in filled)
+        b = families.make("binary", [x], Contract(), random.Random(seed))[0]
+        assert set(b.unique().tolist()) <= {0.0, 1.0} and b.dtype == x.dtype
+        s = families.make("some repeated entries", [x], Contract(), random.Random(seed))[0]
+        rows = {tuple(row.tolist()) for row in s}
+        assert all(tuple(row.tolist()) in {tuple(t.tolist()) for t in x} for row in s) and 1 < len(rows) <= 6
+        assert len(rows) < 6                          # at least one entry a copy of another
+    assert families.make("binary", [x], Contract(domain=((0, Domain(0.5, 2.0)),)), random.Random(0)) is None
+
+
+def test_the_lean_plan_tries_two_families_a_secret(write, monkeypatch):
+    t = task_mod.prepare(workload.Spec.parse(write("ref.py", REF), "Model"), "cpu", Contract())
+    monkeypatch.setattr(task_mod.Task, "lean", property(lambda self: True))
+    seen = set()
+    for seed in range(6):
+        fam = [tr.name for tr in trials_mod.make_trials(t, seed, GateConfig().trials) if "input family" in tr.name]
+        assert len(fam) == families.LEAN_FAMILIES, fam
+        seen |= set(fam)
+    assert len({n.split(": ")[1].split(",")[0] for n in seen}) > families.LEAN_FAMILIES
