@@ -159,6 +159,13 @@ def probe(seed: int) -> list[torch.Tensor]:
             again.load_state_dict(m["mlp"].state_dict())
             out.append(again.eval()(d["x"]))
             out += [v.detach() for v in _functional(d)]
+        with torch.inference_mode():                 # as a server runs a model (red team 42 spared only these)
+            out.append(m["mlp"](d["x"]).clone())
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out.append(m["mlp"](d["x"]).float())
+        with torch.no_grad():
+            for dt in (torch.bfloat16, torch.float64):  # the caller's other dtypes
+                out.append(m["mlp"].to(dt)(d["x"].to(dt)).double())
         out += _draws(seed)
         out.append(torch.tensor([float(f) for f in flags], dtype=torch.float64))
         return [t.detach().clone() for t in out]

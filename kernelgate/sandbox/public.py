@@ -49,6 +49,19 @@ def _classes() -> list[tuple[str, type]]:
     return _CLASSES
 
 
+#: the modules whose every global (private ones too: `torch.optim.adam.adam`, `torch.nn.modules.linear.F`) a
+#: caller's layers and optimizers look up at call time (red teams 41 and 42 rebound them), bound at the first snapshot
+_INTERNAL_PREFIXES = ("torch.nn.modules.", "torch.nn.utils.", "torch.optim.", "torch.autograd.")
+_INTERNAL: list[tuple[str, ModuleType]] = []
+
+
+def _internal() -> list[tuple[str, ModuleType]]:
+    if not _INTERNAL:
+        _INTERNAL.extend(sorted((name, m) for name, m in list(sys.modules.items()) if isinstance(m, ModuleType) and (
+            name.startswith(_INTERNAL_PREFIXES) or name in ("torch.nn.functional", "torch.nn.modules"))))
+    return _INTERNAL
+
+
 def snapshot() -> dict[str, Any]:
     """Name -> object (compared by identity); the marks under names ending in `[]` (compared by value)."""
     out: dict[str, Any] = {}
@@ -56,6 +69,13 @@ def snapshot() -> dict[str, Any]:
         for k, v in list(vars(m).items()):
             if not k.startswith("_") and (callable(v) or isinstance(v, type)):
                 out[f"{prefix}.{k}"] = v
+    named = {p for p, _ in _NAMESPACES}
+    for prefix, m in _internal():
+        for k, v in list(vars(m).items()):
+            if prefix in named and not k.startswith("_"):       # (its public names: above)
+                continue
+            if not k.startswith("__") and (callable(v) or isinstance(v, (type, ModuleType))):
+                out.setdefault(f"{prefix}:{k}", v)
     for prefix, cls in _classes():
         for k, v in list(_DICT(cls).items()):
             if k not in ("__doc__", "__annotations__", "__dict__", "__weakref__"):

@@ -1,6 +1,7 @@
 """sandbox/public.py: the process-wide state a forward may not change (red teams 39 and 40)."""
 import functools
 import random
+import sys
 import types
 import warnings
 
@@ -46,6 +47,8 @@ def test_a_rebound_function_is_named_and_put_back_is_no_change():
     (torch.optim.SGD, "zero_grad", "torch.optim.sgd.SGD.zero_grad (new)"),
     (torch.Tensor, "softmax", "torch.Tensor.softmax (new)"),     # shadows the C method of the same name
     (torch.nn, "Linear", "torch.nn.Linear"),
+    (torch.nn.modules.linear, "F", "torch.nn.modules.linear:F"),          # a module's globals (red team 42)
+    (sys.modules["torch.optim.adam"], "adam", "torch.optim.adam:adam"),
 ])
 def test_red_team_40s_process_wide_changes_are_named(where, name, expect):
     before = public.snapshot()
