@@ -12,8 +12,10 @@ import torch
 
 from ..records import Contract
 
-#: the families, each one trial (the lean memory plan: two of them, a secret)
-FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries")
+#: the families, each one trial (the lean memory plan: two of them, a secret). "constant" (`make` builds it) is not
+#: tried: one value everywhere leaves normalizations ill-conditioned (a row's deviation is rounding noise, divided
+#: by sqrt(eps)), where an honest LayerNorm erred 49x the bound the reference's exact mean set
+FAMILIES = ("non-positive", "zeros", "binary", "repeated entries", "some repeated entries")
 LEAN_FAMILIES = 2
 
 

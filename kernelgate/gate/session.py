@@ -23,7 +23,7 @@ from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
 from . import checks, correctness, timing
 from .task import Task
 from .layouts import LAYOUTS
-from .trials import FAR, LAYOUT, iter_trials, layout_keys, main_count, relaid
+from .trials import FAMILY, FAR, LAYOUT, iter_trials, layout_keys, main_count, relaid
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -325,11 +325,17 @@ class Session:
         worst = ""
         nonfinite = correctness.NONFINITE_TRIAL in name
         for k, (c, e) in enumerate(zip(out["tensors"], t.comparator.expected(runs))):
-            if (LAYOUT in name or FAR in name) and e.tol is not None and not e.tol.exact:
+            if FAMILY in name and e.grid is not None:
+                # an input family's entries are alike (repeated, binary): their ties to the rounding grid are not
+                # independent, so the share of one-step differences says nothing there; two steps still refused
+                e = replace(e, one_step=1.0)
+            if (LAYOUT in name or FAR in name or FAMILY in name) and e.tol is not None and not e.tol.exact:
                 # another layout allows another order of summation (a compiler picks another reduction for
                 # strided reads: an honest torch.compile erred 1.4x the bound there): the bound doubled; so do
                 # parameters scaled 4-8x, where an honest reformulation's error grows with the conditioning
-                # (softmax as exp(y - logsumexp(y)) after a LayerNorm erred 1.0x the bound, 1 verify in 6)
+                # (softmax as exp(y - logsumexp(y)) after a LayerNorm erred 1.0x the bound, 1 verify in 6), and an
+                # input family's alike entries, where the reference's own error is atypically small (a mean over
+                # repeated values is nearly exact; an honest compiled reduction's is not)
                 e = replace(e, tol=replace(e.tol, max_abs=LAYOUT_SLACK * e.tol.max_abs,
                                            mean_abs=LAYOUT_SLACK * e.tol.mean_abs, fro_rel=LAYOUT_SLACK * e.tol.fro_rel))
             chk = e.check(c, name, nonfinite_inputs=nonfinite)

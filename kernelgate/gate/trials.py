@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 #: layout-preserving op's output follows its input's, the reference's or not)
 LAYOUT = "other layout"
 FAR = "parameters far off"          # in the name of the trial whose parameters are far off (_far_params)
+FAMILY = "input family"             # in the name of an input family's trial (gate/families.py)
 
 
 @dataclass
@@ -433,7 +434,7 @@ def _family_trial(task, pr: Prober, g: torch.Generator, r: random.Random, kind: 
     state = perturb(task.oracle.state0, g)
     if not pr.ok(xs, state, (clean, state)):
         return None
-    return f"trial (input family: {kind}, perturbed params)", xs, state
+    return f"trial ({FAMILY}: {kind}, perturbed params)", xs, state
 
 
 def _extreme_trial(task, pr: Prober, g: torch.Generator):
