@@ -80,6 +80,7 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
         return verdicts.rejected(task, s, r, t0), s
     except BaseException:
         s.worker.close()
+        task.oracle.reset()
         raise
     s.deadline = None                   # judged: the timing that follows keeps its own
     return verdicts.build(task, s, Status.ACCEPTED, Reason.OK, "all checks passed", t0), s

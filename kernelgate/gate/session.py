@@ -214,7 +214,8 @@ class Session:
 
     def _build(self, compile_options: dict | None, baseline: bool) -> None:
         t = self.task
-        t.oracle.reset()                    # the worker starts from state0, so does the reference
+        # (the oracle is not touched here: a baseline builds in the background while candidates' trials load
+        # other parameters into it; a judgement that ends early sets it back itself, judge.py)
         self.request({"op": "build", "path": self.cand.path, "cls": self.cand.cls, "init_inputs": t.ref.init_inputs,
                       "prebuilt": self._prebuilt(baseline), "shape": t.shape,
                       "state": t.oracle.state0, "device": t.device, "ref_path": "" if baseline else t.ref.spec.path,

@@ -120,7 +120,9 @@ def plan(task: Any, g: torch.Generator, n: int,
     # exact special values in the float inputs, on a trial with negated parameters (a short plan keeps its plain
     # trial)
     # (never on a one-signed trial: its inputs stay >= 0, red team 39's `nonneg_input_fastpath`)
-    signed = [t for t in flip_at if workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)] != "magnitudes"]
+    # (never on the edits' anchor: a content cache bypassed for a zero first element missed every edit)
+    signed = [t for t in flip_at if workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)] != "magnitudes"
+              and t != anchor]
     specials_at = r.choice(signed) if signed else r.choice(others) if others else -1
     # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
     wide_at = flip_at[-1] if flip_at else -1

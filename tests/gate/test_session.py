@@ -48,3 +48,21 @@ def test_a_session_failing_after_a_load_leaves_the_reference_at_its_initial_para
     assert all(torch.equal(held[k], v) for k, v in task.oracle.state0.items())
     good = judge_mod.judge(task, workload.Spec.parse(ref, "Model"), cfg)
     assert good.status.value == "accepted", good.message
+
+
+def test_building_a_session_leaves_the_reference_as_it_is(write, monkeypatch):
+    """A baseline builds in the background while a candidate's trials have other parameters loaded into the
+    oracle: building may not set the oracle back (an honest torch.compile candidate was compared against the
+    initial parameters and rejected, 28% off, in one optimize run of three)."""
+    from kernelgate.gate import session as session_mod
+    ref = write("ref.py", REF)
+    task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
+    state = {k: v + 1.0 for k, v in task.oracle.state0.items()}
+    task.oracle.load(state)                                 # a trial's parameters, judged in another thread
+    s = session_mod.Session(task, workload.Spec.parse(ref, "Model"), GateConfig(), "eager", trusted=True)
+    try:
+        s.build(baseline=True)
+    finally:
+        s.worker.close()
+    held = task.oracle.model.state_dict()
+    assert all(torch.equal(held[k], v) for k, v in state.items())

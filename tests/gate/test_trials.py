@@ -427,6 +427,18 @@ def test_one_trial_has_exact_special_values_where_the_reference_takes_them(write
     assert not any("exact special values" in tr.name for tr in _trials(logs))
 
 
+def test_the_edits_anchor_never_has_the_special_values(write):
+    """A content cache bypassed where the first element is 0 (its key divides by it) missed both edits when their
+    anchor was the trial with exact special values, and was accepted (1 verify in 40): the anchor is a trial
+    without them."""
+    t = _task(write, SCALED)
+    for seed in range(40):
+        names = [tr.name for tr in _trials(t, seed)]
+        k = next(i for i, n in enumerate(names) if n.startswith("edit of trial"))
+        assert "exact special values" not in names[k - 1], names[k - 1]
+        assert any("exact special values" in n for n in names)
+
+
 def test_one_trial_takes_the_parameters_far_off(write):
     """Red team 31: parameters stayed within about 2x of their initial values and were never 0, so a weight clamp
     at the init scale and NaN at a zero weight were accepted. One trial scales them 4-8x with some exact 0."""
