@@ -15,7 +15,8 @@ from ..records import Contract
 #: the families, each one trial (the lean memory plan: two of them, a secret). "constant" (`make` builds it) is not
 #: tried: one value everywhere leaves normalizations ill-conditioned (a row's deviation is rounding noise, divided
 #: by sqrt(eps)), where an honest LayerNorm erred 49x the bound the reference's exact mean set
-FAMILIES = ("non-positive", "zeros", "binary", "repeated entries", "some repeated entries")
+FAMILIES = ("non-positive", "zeros", "binary", "repeated entries", "some repeated entries",
+            "sparse, bf16-exact", "scaled", "normalized rows", "smooth", "padded", "masked")
 LEAN_FAMILIES = 2
 
 
@@ -73,4 +74,82 @@ def make(kind: str, xs: list[Any], contract: Contract, r: random.Random) -> list
             src[dup] = (dup + 1 + r.randrange(n - 1)) % n          # at least one entry a copy of another
             out[i] = x[torch.tensor(src, device=x.device)].contiguous()
             changed = True
+        elif kind in STRUCTURED and (x.is_floating_point() or not (x.is_complex() or x.dtype == torch.bool)):
+            y = _structured(kind, i, x, contract, r)
+            if y is not None:
+                out[i], changed = y, True
     return out if changed else None
+
+
+#: the structures real callers' inputs have that element-wise draws never do (red team 43)
+STRUCTURED = ("sparse, bf16-exact", "scaled", "normalized rows", "smooth", "padded", "masked")
+
+
+def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: random.Random) -> torch.Tensor | None:
+    """Input i (float, or integer ids for "padded") in one structure: "sparse, bf16-exact", relu(x) rounded to
+    bf16 (post-ReLU activations of a bf16 layer: half zeros, every value bf16-exact); "scaled", x times 64 or 1/64
+    (a secret: pixel values, tiny gradients); "normalized rows", each row along the last dim of unit norm or a
+    probability distribution (a secret); "smooth", a 3x3 box average over the last two dims (image-like: neighbours
+    correlated), rescaled to x's spread; "padded", a secret tail along dim 1 (the sequence: dim 0 for 1-D inputs) of
+    every other entry zero (floats) or one pad id (integers); "masked", a secret tail along the last dim of every
+    other row -inf (attention logits under a padding mask). None where the input's domain does not hold it."""
+    g = torch.Generator().manual_seed(r.randrange(1 << 62))
+    lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
+    if not x.is_floating_point():
+        if kind != "padded" or x.dim() == 0:
+            return None
+        y = x.clone(memory_format=torch.contiguous_format)
+        d = 1 if x.dim() >= 2 else 0
+        n = y.shape[d]
+        if n < 4:
+            return None
+        tail = r.randint(n // 4 + 1, n - 1)
+        pad = lo if r.random() < 0.5 else hi
+        view = y.narrow(d, n - tail, tail)
+        if d == 1:
+            view[::2] = pad
+        else:
+            view.fill_(pad)
+        return y
+    if kind == "sparse, bf16-exact":
+        y = x.clamp_min(0).to(torch.bfloat16).to(x.dtype)
+    elif kind == "scaled":
+        y = x * (64.0 if r.random() < 0.5 else 1 / 64)
+    elif kind == "normalized rows":
+        if x.dim() == 0 or x.shape[-1] < 2:
+            return None
+        y = torch.softmax(x.double(), -1) if r.random() < 0.5 else torch.nn.functional.normalize(x.double(), dim=-1)
+        y = y.to(x.dtype)
+    elif kind == "smooth":
+        if x.dim() < 2 or min(x.shape[-2:]) < 3:
+            return None
+        flat = x.reshape(-1, 1, *x.shape[-2:]).double()
+        y = torch.nn.functional.avg_pool2d(flat, 3, 1, 1, count_include_pad=False).reshape(x.shape)
+        std0, std1 = float(x.double().std()), float(y.std())
+        y = ((y - y.mean()) * (std0 / std1 if std1 > 0 else 1.0) + x.double().mean()).to(x.dtype)
+    elif kind == "masked":
+        if x.dim() == 0 or x.shape[-1] < 4:
+            return None
+        y = x.clone(memory_format=torch.contiguous_format)
+        n = y.shape[-1]
+        rows = y.reshape(-1, n)
+        rows[::2, n - r.randint(n // 4 + 1, n - 1):] = float("-inf")
+        return y if contract.domain_of(i) is None else None
+    else:                                                     # padded
+        if x.dim() == 0:
+            return None
+        y = x.clone(memory_format=torch.contiguous_format)
+        d = 1 if x.dim() >= 2 else 0
+        n = y.shape[d]
+        if n < 4:
+            return None
+        tail = r.randint(n // 4 + 1, n - 1)
+        view = y.narrow(d, n - tail, tail)
+        if d == 1:
+            view[::2] = 0
+        else:
+            view.fill_(0)
+    d = contract.domain_of(i)
+    if d is not None and not (d.low <= float(y.min()) and float(y.max()) <= d.high):
+        return None
+    return y
