@@ -90,27 +90,16 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     bf16 (post-ReLU activations of a bf16 layer: half zeros, every value bf16-exact); "scaled", x times 64 or 1/64
     (a secret: pixel values, tiny gradients); "normalized rows", each row along the last dim of unit norm or a
     probability distribution (a secret); "smooth", a 3x3 box average over the last two dims (image-like: neighbours
-    correlated), rescaled to x's spread; "padded", a secret tail along dim 1 (the sequence: dim 0 for 1-D inputs) of
-    every other entry zero (floats) or one pad id (integers); "masked", a secret tail along the last dim of every
-    other row -inf (attention logits under a padding mask). None where the input's domain does not hold it."""
+    correlated), rescaled to x's spread; "padded", along dim 1 (the sequence: dim 0 for 1-D inputs) every other
+    entry's tail, each of its own secret length, zero (floats) or one pad id (integers); "masked", every other row's
+    tail along the last dim, each of its own length, -inf (attention logits under a padding mask). None where the
+    input's domain does not hold it."""
     g = torch.Generator().manual_seed(r.randrange(1 << 62))
     lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
     if not x.is_floating_point():
         if kind != "padded" or x.dim() == 0:
             return None
-        y = x.clone(memory_format=torch.contiguous_format)
-        d = 1 if x.dim() >= 2 else 0
-        n = y.shape[d]
-        if n < 4:
-            return None
-        tail = r.randint(n // 4 + 1, n - 1)
-        pad = lo if r.random() < 0.5 else hi
-        view = y.narrow(d, n - tail, tail)
-        if d == 1:
-            view[::2] = pad
-        else:
-            view.fill_(pad)
-        return y
+        return _pad(x, lo if r.random() < 0.5 else hi, r, g)
     if kind == "sparse, bf16-exact":
         y = x.clamp_min(0).to(torch.bfloat16).to(x.dtype)
     elif kind == "scaled":
@@ -130,26 +119,40 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     elif kind == "masked":
         if x.dim() == 0 or x.shape[-1] < 4:
             return None
-        y = x.clone(memory_format=torch.contiguous_format)
-        n = y.shape[-1]
-        rows = y.reshape(-1, n)
-        rows[::2, n - r.randint(n // 4 + 1, n - 1):] = float("-inf")
-        return y if contract.domain_of(i) is None else None
+        n = x.shape[-1]
+        rows = x.reshape(-1, n)
+        y = torch.where(_tails(rows.shape[0], n, g).to(x.device), float("-inf"), rows).reshape(x.shape)
+        return y.to(x.dtype) if contract.domain_of(i) is None else None
     else:                                                     # padded
-        if x.dim() == 0:
+        y = _pad(x, 0, r, g)
+        if y is None:
             return None
-        y = x.clone(memory_format=torch.contiguous_format)
-        d = 1 if x.dim() >= 2 else 0
-        n = y.shape[d]
-        if n < 4:
-            return None
-        tail = r.randint(n // 4 + 1, n - 1)
-        view = y.narrow(d, n - tail, tail)
-        if d == 1:
-            view[::2] = 0
-        else:
-            view.fill_(0)
     d = contract.domain_of(i)
     if d is not None and not (d.low <= float(y.min()) and float(y.max()) <= d.high):
         return None
     return y
+
+
+def _tails(rows: int, n: int, g: torch.Generator) -> torch.Tensor:
+    """A (rows, n) mask: every other row (from row 0) a tail of its own secret length, n/4+1 to n-1 (sequences of
+    varied lengths padded to one: some mostly padding, some nearly full)."""
+    tail = torch.randint(n // 4 + 1, n, (rows,), generator=g)
+    mask = torch.arange(n) >= (n - tail)[:, None]
+    mask[1::2] = False
+    return mask
+
+
+def _pad(x: torch.Tensor, pad: Any, r: random.Random, g: torch.Generator) -> torch.Tensor | None:
+    """`x` padded with `pad` along dim 1 (the sequence; dim 0 for 1-D inputs): every other entry of dim 0 a tail
+    of its own length (`_tails`); a 1-D input one tail. None where that dim has fewer than 4 entries."""
+    if x.dim() == 0:
+        return None
+    d = 1 if x.dim() >= 2 else 0
+    n = x.shape[d]
+    if n < 4:
+        return None
+    if d == 0:
+        mask = torch.arange(n) >= n - r.randint(n // 4 + 1, n - 1)
+    else:
+        mask = _tails(x.shape[0], n, g).reshape(x.shape[0], n, *([1] * (x.dim() - 2)))
+    return torch.where(mask.to(x.device), torch.tensor(pad, dtype=x.dtype, device=x.device), x).contiguous()
