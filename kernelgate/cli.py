@@ -32,8 +32,7 @@ def _contract_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default=None, help="allowed lower precisions, e.g. tf32,bf16")
     p.add_argument("--domain", default=None, help="input domains, e.g. 0=-1:1")
     p.add_argument("--inplace", action="store_true", default=None, help="outputs may alias / overwrite inputs")
-    p.add_argument("--one-step", type=float, default=None,
-                   help="quantized outputs: allowed share of elements one grid step off (default: derived)")
+    p.add_argument("--one-step", type=float, default=None, help="quantized outputs: allowed share of elements one grid step off (default: derived)")
     p.add_argument("--call-timeout", type=float, default=None, help="seconds allowed per forward (default 120)")
 
 
@@ -592,7 +591,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     return review_main(args)
 
 
-COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs,
-            "targets": cmd_targets, "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain,
-            "profile": cmd_profile, "suite": cmd_suite, "submit": cmd_submit, "mcp": cmd_mcp,
-            "review": cmd_review, "port": cmd_port}
+COMMANDS = {"verify": cmd_verify, "bench": cmd_bench, "optimize": cmd_optimize, "runs": cmd_runs, "targets": cmd_targets,
+            "calibrate": cmd_calibrate, "explain-tolerance": cmd_explain, "profile": cmd_profile, "suite": cmd_suite,
+            "submit": cmd_submit, "mcp": cmd_mcp, "review": cmd_review, "port": cmd_port}
+
+if __name__ == "__main__":          # `python -m kernelgate.cli`, as `python -m kernelgate`
+    raise SystemExit(main())

@@ -343,3 +343,13 @@ def test_bench_output_calls_a_noisy_timing_unreliable():
     assert "unreliable" not in next(line for line in text.splitlines() if line.strip().startswith("eager"))
     assert "spread above 25%" in text
     assert "unreliable" not in format_bench(BenchResult("ref.py", "cpu", "cpu", "eager", (BenchRow("eager", quiet),)))
+
+
+def test_the_cli_module_runs_as_the_package_does(tmp_path):
+    """`python -m kernelgate.cli` ran nothing and exited 0 (no main guard): a harness taking exit 0 as accepted
+    accepted everything (red team 44)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "kernelgate.cli", "verify", str(tmp_path / "nope.py"),
+                        str(tmp_path / "nope_too.py")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no such" in r.stderr, (r.returncode, r.stderr[-400:])

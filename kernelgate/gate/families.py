@@ -12,12 +12,32 @@ import torch
 
 from ..records import Contract
 
-#: the families, each one trial (the lean memory plan: two of them, a secret). "constant" (`make` builds it) is not
-#: tried: one value everywhere leaves normalizations ill-conditioned (a row's deviation is rounding noise, divided
-#: by sqrt(eps)), where an honest LayerNorm erred 49x the bound the reference's exact mean set
-FAMILIES = ("non-positive", "zeros", "binary", "repeated entries", "some repeated entries",
-            "sparse, bf16-exact", "scaled", "normalized rows", "smooth", "padded", "masked")
+#: the families, each one trial (the lean memory plan: the first two that apply in a secret order). "constant" and
+#: "constant rows" take powers of two, and only where every group of dims an honest mean may reduce has n with
+#: n * (1/n) == 1 in the input's dtype (`exact_means`): one value everywhere leaves a normalization ill-conditioned
+#: (its deviation is the mean's rounding, divided by sqrt(eps)); with an arbitrary value an honest LayerNorm erred
+#: 49x the bound the reference's exact mean set
+FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries",
+            "sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
+            "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows",
+            "skewed ids")
 LEAN_FAMILIES = 2
+
+
+def exact_means(shape: tuple[int, ...], dtype: torch.dtype) -> bool:
+    """Whether a mean over any group of `shape`'s dims comes out exact on an input of one power of two, however an
+    honest kernel takes it: sums of equal powers of two are exact in every order, and n * (1/n) rounds to 1 for
+    the group's n, in `dtype` and in float32 (one n in eight does not: 41, 47, 55...)."""
+    dims = [int(d) for d in shape if int(d) > 1][:8]
+    sizes = {1}
+    for d in dims:
+        sizes |= {n * d for n in sizes}
+    n = torch.tensor(sorted(sizes), dtype=torch.float64)
+    for dt in {dtype, torch.float32}:
+        m = n.to(dt)
+        if not bool((m * (1 / m) == 1).all()) or not bool((m.double() == n).all()):
+            return False
+    return True
 
 
 def _numeric(x: Any) -> bool:
@@ -33,18 +53,19 @@ def _holds(contract: Contract, i: int, low: float, high: float) -> bool:
 def make(kind: str, xs: list[Any], contract: Contract, r: random.Random) -> list[Any] | None:
     """`xs` turned into `kind` (FAMILIES), or None where no input can be: "non-positive", every float input -|x|
     and every complex one i|x| (the inputs whose contract domain holds no negative values stay as they are);
-    "zeros", a secret non-empty set of the float and complex inputs all zero; "constant", such a set each one of
-    its own values everywhere; "binary", every float input 0 and 1 (masks, one-hot and multi-hot rows); "repeated
+    "zeros", a secret non-empty set of the float and complex inputs all zero; "constant", such a set of the float inputs each
+    one power of two everywhere, of its own (where `exact_means`); "binary", every float input 0 and 1 (masks, one-hot and multi-hot rows); "repeated
     entries", every tensor input of 2+ entries along its first dim (integer ones too) entry 0 repeated; "some
     repeated entries", about half of the entries (3+) each a copy of another, secretly drawn."""
     out = list(xs)
     changed = False
     if kind in ("zeros", "constant"):
-        cands = [i for i, x in enumerate(xs) if _numeric(x) and (kind == "constant" or _holds(contract, i, 0.0, 0.0))]
+        cands = [i for i, x in enumerate(xs) if _numeric(x) and (
+            _holds(contract, i, 0.0, 0.0) if kind == "zeros" else
+            x.is_floating_point() and exact_means(x.shape, x.dtype) and _holds(contract, i, -4.0, 4.0))]
         pick = {i for i in cands if r.random() < 0.5} or ({r.choice(cands)} if cands else set())
         for i in sorted(pick):
-            flat = xs[i].detach().reshape(-1)
-            value = 0 if kind == "zeros" else flat[r.randrange(flat.numel())].item()
+            value = 0 if kind == "zeros" else r.choice((0.5, 1.0, 2.0, 4.0)) * r.choice((1, -1))
             out[i] = torch.full_like(xs[i], value, memory_format=torch.contiguous_format)
         return out if pick else None
     for i, x in enumerate(xs):
@@ -82,33 +103,75 @@ def make(kind: str, xs: list[Any], contract: Contract, r: random.Random) -> list
 
 
 #: the structures real callers' inputs have that element-wise draws never do (red team 43)
-STRUCTURED = ("sparse, bf16-exact", "scaled", "normalized rows", "smooth", "padded", "masked")
+STRUCTURED = ("sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
+              "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids")
 
 
 def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: random.Random) -> torch.Tensor | None:
-    """Input i (float, or integer ids for "padded") in one structure: "sparse, bf16-exact", relu(x) rounded to
-    bf16 (post-ReLU activations of a bf16 layer: half zeros, every value bf16-exact); "scaled", x times 64 or 1/64
-    (a secret: pixel values, tiny gradients); "normalized rows", each row along the last dim of unit norm or a
-    probability distribution (a secret); "smooth", a 3x3 box average over the last two dims (image-like: neighbours
-    correlated), rescaled to x's spread; "padded", along dim 1 (the sequence: dim 0 for 1-D inputs) every other
-    entry's tail, each of its own secret length, zero (floats) or one pad id (integers); "masked", every other row's
-    tail along the last dim, each of its own length, -inf (attention logits under a padding mask). None where the
-    input's domain does not hold it."""
+    """Input i (float, or integer ids for "padded" and "skewed ids") in one structure: "sparse, bf16-exact", relu(x)
+    rounded to bf16 (post-ReLU activations of a bf16 layer: half zeros, every value bf16-exact); "scaled up" and
+    "scaled down", x times 2^8 to 2^14 or its inverse (a secret: raw features, tiny gradients); "probability rows"
+    and "unit rows", each row along the last dim a probability distribution or of unit norm; "smooth", a 3x3 box
+    average over the last two dims (image-like: neighbours correlated), rescaled to x's spread; "padded", along dim
+    1 (the sequence: dim 0 for 1-D inputs) every other entry's tail, each of its own secret length up to the whole
+    entry, zero (floats) or one pad id (integers); "masked", every other row's tail along the last dim, each of its
+    own length, -inf (attention logits under a padding mask); "integer-valued", |x| times 30-80 rounded, at most
+    255 (pixel values, counts); "one-hot rows", each row along the last dim one 1 at a secret place; "constant
+    feature", the first and last entries of the last dim 1 everywhere (features with a column of ones); "constant
+    rows", every other row along the last dim one value of its own, a power of two (a broadcast scalar); "skewed ids", integer ids
+    over their range by Zipf's law (a frequency-sorted vocabulary). None where the input's domain does not hold
+    it (red teams 43, 44)."""
     g = torch.Generator().manual_seed(r.randrange(1 << 62))
     lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
     if not x.is_floating_point():
-        if kind != "padded" or x.dim() == 0:
+        if x.dim() == 0 or kind not in ("padded", "skewed ids"):
             return None
+        if kind == "skewed ids":                 # Zipf's law over [lo, hi]: p(lo + k) ~ 1/(k + 1)
+            m = int(hi - lo) + 1
+            if m < 4:
+                return None
+            cdf = torch.cumsum(1.0 / torch.arange(1, m + 1, dtype=torch.float64), 0)
+            u = torch.rand(x.numel(), generator=g, dtype=torch.float64) * cdf[-1]
+            k = torch.searchsorted(cdf, u).clamp_max(m - 1)
+            return (k + int(lo)).to(x.dtype).reshape(x.shape).to(x.device)
         return _pad(x, lo if r.random() < 0.5 else hi, r, g)
     if kind == "sparse, bf16-exact":
         y = x.clamp_min(0).to(torch.bfloat16).to(x.dtype)
-    elif kind == "scaled":
-        y = x * (64.0 if r.random() < 0.5 else 1 / 64)
-    elif kind == "normalized rows":
+    elif kind == "scaled up":
+        y = x * float(2 ** r.randint(8, 14))
+    elif kind == "scaled down":
+        y = x * float(2 ** -r.randint(8, 14))
+    elif kind in ("probability rows", "unit rows"):
         if x.dim() == 0 or x.shape[-1] < 2:
             return None
-        y = torch.softmax(x.double(), -1) if r.random() < 0.5 else torch.nn.functional.normalize(x.double(), dim=-1)
+        y = torch.softmax(x.double(), -1) if kind == "probability rows" else \
+            torch.nn.functional.normalize(x.double(), dim=-1)
         y = y.to(x.dtype)
+    elif kind == "integer-valued":               # pixel values, counts: 0 to a few hundred
+        y = torch.round(x.abs() * r.uniform(30.0, 80.0)).clamp_max(255.0)
+    elif kind == "one-hot rows":
+        if x.dim() == 0 or x.shape[-1] < 2:
+            return None
+        at = torch.randint(x.shape[-1], x.shape[:-1], generator=g).to(x.device)
+        y = torch.nn.functional.one_hot(at, x.shape[-1]).to(x.dtype)
+    elif kind == "constant feature":             # a column of ones beside the features ([x, 1]: a folded bias)
+        if x.dim() == 0 or x.shape[-1] < 2:
+            return None
+        y = x.clone(memory_format=torch.contiguous_format)
+        y[..., [0, -1]] = 1.0
+    elif kind == "constant rows":                # a broadcast per-sample scalar, a flat frame
+        if x.dim() == 0 or x.shape[-1] < 2 or not exact_means(x.shape, x.dtype):
+            return None
+        n = x.shape[-1]
+        rows = x.reshape(-1, n)
+        # powers of two: every order of summation of a row is exact, so a normalization's deviation is exactly 0
+        # in any honest implementation (one value of 0.1 left an honest LayerNorm's rounding divided by sqrt(eps))
+        c = torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=x.dtype)[torch.randint(4, (rows.shape[0],), generator=g)]
+        c = c * (torch.randint(2, (rows.shape[0],), generator=g) * 2 - 1).to(x.dtype)
+        keep = torch.arange(rows.shape[0]) % 2 == 1
+        y = torch.where(keep[:, None].to(x.device), rows, c[:, None].to(x.device)).reshape(x.shape)
+    elif kind == "skewed ids":
+        return None
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None
@@ -134,9 +197,10 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
 
 
 def _tails(rows: int, n: int, g: torch.Generator) -> torch.Tensor:
-    """A (rows, n) mask: every other row (from row 0) a tail of its own secret length, n/4+1 to n-1 (sequences of
-    varied lengths padded to one: some mostly padding, some nearly full)."""
-    tail = torch.randint(n // 4 + 1, n, (rows,), generator=g)
+    """A (rows, n) mask: every other row (from row 0) a tail of its own secret length, n/4+1 to n (sequences of
+    varied lengths padded to one: some nearly full, some all padding: an empty sequence, one in four)."""
+    tail = torch.randint(n // 4 + 1, n + 1, (rows,), generator=g)
+    tail[torch.rand(rows, generator=g) < 0.25] = n              # a quarter of them (of those padded) empty
     mask = torch.arange(n) >= (n - tail)[:, None]
     mask[1::2] = False
     return mask

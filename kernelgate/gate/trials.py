@@ -12,8 +12,12 @@ Main trials (GateConfig.trials, default 8) cycle through workload.TRIAL_KINDS fo
 - one main trial gives its tensors in another memory layout (column-major), a second (3+ dims) in another
   memory order drawn per task;
 - one trial puts NaN, +Inf and -Inf at a few positions of the float inputs, another +-1000 RMS at two;
-- one trial per input family (gate/families.py): non-positive (complex: purely imaginary), zeros, constant,
-  binary, one entry repeated, some entries repeated (the lean memory plan: two of them, a secret).
+- one trial per input family (gate/families.py): non-positive (complex: purely imaginary), zeros, binary, one
+  entry repeated, some entries repeated, and the structures of real callers' inputs (bf16 activations, far
+  scales, probability and unit rows, images, padding and masks, integer values, one-hot rows, a column of ones,
+  constant rows, Zipfian ids) (the lean memory plan: the first two that apply in a secret order);
+- the far-off parameters (x4-8) on both trials with negated parameters: pruned (exact zeros) on one, dense on the
+  other.
 Complex inputs, parameters and buffers go through all of these as their real and imaginary parts (red team 38:
 `is_floating_point()` is False for them, so they had no edits, special values, NaN/Inf or extreme values, and
 complex parameters were never perturbed or negated).
@@ -126,13 +130,17 @@ def plan(task: Any, g: torch.Generator, n: int,
     specials_at = r.choice(signed) if signed else r.choice(others) if others else -1
     # far-off parameters (scaled several times over, exact zeros) on the last trial with negated parameters
     wide_at = flip_at[-1] if flip_at else -1
+    # and dense (no zeros: a clamp skipped wherever a weight is exactly 0 passed the pruned ones) on the other one
+    dense_at = flip_at[0] if len(flip_at) > 1 else -1
     # the input families (gate/families.py), each a trial of its own before main trial i, from generators of their
     # own (the other trials draw as they did without them)
     rf = random.Random(g.initial_seed() * 7919 + 17)
     gf = torch.Generator().manual_seed(rf.randrange(1 << 62))
-    kinds = rf.sample(families.FAMILIES, min(families.LEAN_FAMILIES, len(families.FAMILIES))) if getattr(
-        task, "lean", False) else families.FAMILIES
+    # (the lean memory plan: the first LEAN_FAMILIES of them in a secret order that apply to the task)
+    lean = getattr(task, "lean", False)
+    kinds = rf.sample(families.FAMILIES, len(families.FAMILIES)) if lean else families.FAMILIES
     fams = sorted((rf.randrange(1, n + 1), kind) for kind in kinds) if n else []
+    fams_left = families.LEAN_FAMILIES if lean else len(fams)
     try:
         for t in range(n + 1):
             for _, k in [e for e in extras if e[0] == t]:
@@ -141,14 +149,18 @@ def plan(task: Any, g: torch.Generator, n: int,
                 if extra is not None:
                     yield extra
             for _, kind in [e for e in fams if e[0] == t]:
+                if fams_left <= 0:
+                    break
                 pr.loaded = None
                 extra = _family_trial(task, pr, gf, rf, kind)
                 if extra is not None:
+                    fams_left -= 1
                     yield extra
             if t == n:
                 break
             pr.loaded = None
-            trial = _main_trial(task, pr, g, r, t, flip_at, half, layout_of.get(t), t == specials_at, t == wide_at)
+            trial = _main_trial(task, pr, g, r, t, flip_at, half, layout_of.get(t), t == specials_at,
+                                "pruned" if t == wide_at else "dense" if t == dense_at else "")
             if t == anchor:
                 handed, trial = [trial], None
                 yield from _edit_trials(task, pr, g, r, handed, t)
@@ -166,7 +178,7 @@ def plan(task: Any, g: torch.Generator, n: int,
 
 def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, flip_at: list[int],
                 half: list[str], layout: int | None = None, specials: bool = False,
-                wide: bool = False) -> tuple[str, list[Any], dict[str, torch.Tensor]]:
+                wide: str = "") -> tuple[str, list[Any], dict[str, torch.Tensor]]:
     o = task.oracle
     kind = workload.TRIAL_KINDS[t % len(workload.TRIAL_KINDS)]
     xs = task.inputs(int(torch.randint(1 << 30, (1,), generator=g)),
@@ -192,7 +204,7 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
                     notes.append(f"{len(attempt)} of {len(pr.params)} parameter tensors negated")
                     break
         if wide and pr.params:
-            state = _far_params(pr, r, xs, state, notes)
+            state = _far_params(pr, r, xs, state, notes, dense=wide == "dense")
     if kind != "given":
         widened = {i: d.draw(xs[i], g) for i, d in pr.domains().items()
                    if i < len(xs) and isinstance(xs[i], torch.Tensor) and xs[i].numel()}
@@ -225,10 +237,12 @@ def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
 
 
 def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, torch.Tensor],
-                notes: list[str]) -> dict[str, torch.Tensor]:
+                notes: list[str], dense: bool = False) -> dict[str, torch.Tensor]:
     """The float parameters far off (values.far_params), the first variant the reference takes without new
-    NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight)."""
-    for changed, what in values.far_params(state, pr.params, r):
+    NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight); `dense`: scaled only, no zeros
+    (red team 44: a clamp skipped wherever a weight was exactly 0)."""
+    variants = values.far_params(state, pr.params, r)
+    for changed, what in variants[2:] if dense else variants:
         if pr.ok(xs, changed, (xs, state)):
             notes.append(f"{FAR} ({what})")
             return changed
