@@ -184,7 +184,7 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
             return None
         n = x.shape[-1]
         rows = x.reshape(-1, n)
-        y = torch.where(_tails(rows.shape[0], n, g).to(x.device), float("-inf"), rows).reshape(x.shape)
+        y = torch.where(_tails(rows.shape[0], n, g, whole=False).to(x.device), float("-inf"), rows).reshape(x.shape)
         return y.to(x.dtype) if contract.domain_of(i) is None else None
     else:                                                     # padded
         y = _pad(x, 0, r, g)
@@ -196,11 +196,14 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     return y
 
 
-def _tails(rows: int, n: int, g: torch.Generator) -> torch.Tensor:
+def _tails(rows: int, n: int, g: torch.Generator, whole: bool = True) -> torch.Tensor:
     """A (rows, n) mask: every other row (from row 0) a tail of its own secret length, n/4+1 to n (sequences of
-    varied lengths padded to one: some nearly full, some all padding: an empty sequence, one in four)."""
-    tail = torch.randint(n // 4 + 1, n + 1, (rows,), generator=g)
-    tail[torch.rand(rows, generator=g) < 0.25] = n              # a quarter of them (of those padded) empty
+    varied lengths padded to one: some nearly full, some all padding: an empty sequence, one in four); without
+    `whole`, to n-1 (a mask leaves a key: a row of -inf is NaN through a softmax, and the reference refusing the
+    family let a masked fast path through)."""
+    tail = torch.randint(n // 4 + 1, n + 1 if whole else n, (rows,), generator=g)
+    if whole:
+        tail[torch.rand(rows, generator=g) < 0.25] = n          # a quarter of them (of those padded) empty
     mask = torch.arange(n) >= (n - tail)[:, None]
     mask[1::2] = False
     return mask
