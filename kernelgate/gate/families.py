@@ -17,10 +17,10 @@ from ..records import Contract
 #: n * (1/n) == 1 in the input's dtype (`exact_means`): one value everywhere leaves a normalization ill-conditioned
 #: (its deviation is the mean's rounding, divided by sqrt(eps)); with an arbitrary value an honest LayerNorm erred
 #: 49x the bound the reference's exact mean set
-FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries",
-            "sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
-            "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows",
-            "skewed ids")
+#: the structures real callers' inputs have that element-wise draws never do (red teams 43, 44: `_structured`)
+STRUCTURED = ("sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
+              "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids")
+FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries") + STRUCTURED
 LEAN_FAMILIES = 2
 
 
@@ -53,10 +53,11 @@ def _holds(contract: Contract, i: int, low: float, high: float) -> bool:
 def make(kind: str, xs: list[Any], contract: Contract, r: random.Random) -> list[Any] | None:
     """`xs` turned into `kind` (FAMILIES), or None where no input can be: "non-positive", every float input -|x|
     and every complex one i|x| (the inputs whose contract domain holds no negative values stay as they are);
-    "zeros", a secret non-empty set of the float and complex inputs all zero; "constant", such a set of the float inputs each
-    one power of two everywhere, of its own (where `exact_means`); "binary", every float input 0 and 1 (masks, one-hot and multi-hot rows); "repeated
-    entries", every tensor input of 2+ entries along its first dim (integer ones too) entry 0 repeated; "some
-    repeated entries", about half of the entries (3+) each a copy of another, secretly drawn."""
+    "zeros", a secret non-empty set of the float and complex inputs all zero; "constant", such a set of the float
+    inputs each one power of two everywhere, of its own (where `exact_means`); "binary", every float input 0 and 1
+    (masks, one-hot and multi-hot rows); "repeated entries", every tensor input of 2+ entries along its first dim
+    (integer ones too) entry 0 repeated; "some repeated entries", about half of the entries (3+) each a copy of
+    another, secretly drawn; the others (STRUCTURED), `_structured`."""
     out = list(xs)
     changed = False
     if kind in ("zeros", "constant"):
@@ -102,11 +103,6 @@ def make(kind: str, xs: list[Any], contract: Contract, r: random.Random) -> list
     return out if changed else None
 
 
-#: the structures real callers' inputs have that element-wise draws never do (red team 43)
-STRUCTURED = ("sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
-              "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids")
-
-
 def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: random.Random) -> torch.Tensor | None:
     """Input i (float, or integer ids for "padded" and "skewed ids") in one structure: "sparse, bf16-exact", relu(x)
     rounded to bf16 (post-ReLU activations of a bf16 layer: half zeros, every value bf16-exact); "scaled up" and
@@ -118,9 +114,9 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     own length, -inf (attention logits under a padding mask); "integer-valued", |x| times 30-80 rounded, at most
     255 (pixel values, counts); "one-hot rows", each row along the last dim one 1 at a secret place; "constant
     feature", the first and last entries of the last dim 1 everywhere (features with a column of ones); "constant
-    rows", every other row along the last dim one value of its own, a power of two (a broadcast scalar); "skewed ids", integer ids
-    over their range by Zipf's law (a frequency-sorted vocabulary). None where the input's domain does not hold
-    it (red teams 43, 44)."""
+    rows", every other row along the last dim one value of its own, a power of two (a broadcast scalar); "skewed
+    ids", integer ids over their range by Zipf's law (a frequency-sorted vocabulary). None where the input's domain
+    does not hold it (red teams 43, 44)."""
     g = torch.Generator().manual_seed(r.randrange(1 << 62))
     lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
     if not x.is_floating_point():

@@ -76,14 +76,11 @@ LAYOUT_SLACK = 2.0
 
 
 def _scale(xs: list[Any]) -> float:
-    """The RMS of the float inputs together (the scale of a trial's inputs)."""
-    total, n = 0.0, 0
-    for x in xs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
-            total += float(x.detach().double().square().sum()) if x.numel() <= 1 << 24 else sum(
-                float(c.double().square().sum()) for c in x.detach().reshape(-1).split(1 << 24))
-            n += x.numel()
-    return (total / n) ** 0.5 if n else 0.0
+    """The RMS of the float inputs together (the scale of a trial's inputs), from timing.rms's per-input figures."""
+    floats = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in xs]
+    sizes = [x.numel() if f else 0 for x, f in zip(xs, floats)]
+    n = sum(sizes)
+    return (sum(r * r * k for r, k in zip(timing.rms(xs, floats), sizes)) / n) ** 0.5 if n else 0.0
 
 
 def uses_jax(path: str) -> bool:
@@ -340,13 +337,14 @@ class Session:
         expected = t.comparator.expected(runs)
         if self.given is None and name.startswith("trial 1 (given"):
             self.given = [e.tol for e in expected], _scale(xs)
+        ratio = self.scale_ratio(xs) if FAMILY in name else 0.0
         for k, (c, e) in enumerate(zip(out["tensors"], expected)):
             if FAMILY in name:
-                e = self.floored(k, e, xs)
-            if FAMILY in name and e.grid is not None:
-                # an input family's entries are alike (repeated, binary): their ties to the rounding grid are not
-                # independent, so the share of one-step differences says nothing there; two steps still refused
-                e = replace(e, one_step=1.0)
+                e = self.floored(k, e, ratio)
+                if e.grid is not None:
+                    # an input family's entries are alike (repeated, binary): their ties to the rounding grid are not
+                    # independent, so the share of one-step differences says nothing there; two steps still refused
+                    e = replace(e, one_step=1.0)
             if (LAYOUT in name or FAR in name or FAMILY in name) and e.tol is not None and not e.tol.exact:
                 # another layout allows another order of summation (a compiler picks another reduction for
                 # strided reads: an honest torch.compile erred 1.4x the bound there): the bound doubled; so do
@@ -363,16 +361,21 @@ class Session:
             worst = chk.detail
         return worst
 
-    def floored(self, k: int, e: Any, xs: list[Any]) -> Any:
-        """An input family's bound for output k no lower than trial 1's, scaled down with the inputs (never up):
-        where alike entries cancel (a batch of one repeated row centred over the batch) the exact output is 0, the
-        bound's share of the output's size is 0, and the reference's own error is its lucky rounding (an honest
-        torch.compile erred 1.5x the doubled bound); a scaled-down family keeps its bound relative to its outputs."""
+    def scale_ratio(self, xs: list[Any]) -> float:
+        """The scale of a trial's inputs over trial 1's, at most 1 (0 before trial 1 is judged)."""
+        return min(1.0, _scale(xs) / self.given[1]) if self.given is not None and self.given[1] > 0 else 0.0
+
+    def floored(self, k: int, e: Any, ratio: float) -> Any:
+        """An input family's bound for output k no lower than trial 1's times `ratio` (`scale_ratio`: scaled down
+        with the inputs, never up): where alike entries cancel (a batch of one repeated row centred over the batch)
+        the exact output is 0, the bound's share of the output's size is 0, and the reference's own error is its
+        lucky rounding (an honest torch.compile erred 1.5x the doubled bound); a scaled-down family keeps its bound
+        relative to its outputs."""
         if self.given is None or e.tol is None or e.tol.exact or k >= len(self.given[0]) or self.given[0][k] is None:
             return e
-        g, f = self.given[0][k], min(1.0, _scale(xs) / self.given[1]) if self.given[1] > 0 else 0.0
-        return replace(e, tol=replace(e.tol, max_abs=max(e.tol.max_abs, f * g.max_abs),
-                                      mean_abs=max(e.tol.mean_abs, f * g.mean_abs)))
+        g = self.given[0][k]
+        return replace(e, tol=replace(e.tol, max_abs=max(e.tol.max_abs, ratio * g.max_abs),
+                                      mean_abs=max(e.tol.mean_abs, ratio * g.mean_abs)))
 
     def problem(self, p: checks.Problem | None) -> None:
         """Reject on a failed output-metadata check (gate/checks.py)."""

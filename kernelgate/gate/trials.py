@@ -242,7 +242,7 @@ def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, to
     NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight); `dense`: scaled only, no zeros
     (red team 44: a clamp skipped wherever a weight was exactly 0)."""
     variants = values.far_params(state, pr.params, r)
-    for changed, what in variants[2:] if dense else variants:
+    for changed, what in variants[2:] if dense else variants:      # (dense: the third, the scaling alone)
         if pr.ok(xs, changed, (xs, state)):
             notes.append(f"{FAR} ({what})")
             return changed
