@@ -12,6 +12,9 @@
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
+#   KB=dir SOUT=dir ONLY=ids bash benchmarks/gpu_batch.sh sample   # 1 GPU: `kernelgate suite KB --only ONLY
+#                                            # --resume --out SOUT`, a sample's next few problems (carry SOUT
+#                                            # in, and back as $OUT/suite.tgz), ~100 s a problem
 #   bash benchmarks/gpu_batch.sh pallas      # 1 GPU, ~8 min: the Pallas GPU tests (JAX's GPU lowering), then the
 #                                            # three examples/ports implementations ported to Pallas and benched
 #   bash benchmarks/gpu_batch.sh jaxthreads  # 1 GPU, ~1 min: which JAX threads take Python thread states after the
@@ -93,6 +96,13 @@ case "${1:-}" in
                 > "$OUT/jax_threads.txt" 2>&1 ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|jaxthreads|prebuild" >&2; exit 2 ;;
+    sample) { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+              python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__)"
+            } > "$OUT/conditions.txt" 2>&1
+            timeout "${LIMIT:-560}" python -m kernelgate suite "${KB:?set KB}" --target cuda --budget-per "${BUDGET:-90}" \
+                --out "${SOUT:?set SOUT}" --resume ${RETRY:+--retry-failed} --only "${ONLY:?set ONLY}" --timeout-per "${TPER:-150}" --json \
+                > "$OUT/summary.json" 2> "$OUT/suite.txt"
+            tar czf "$OUT/suite.tgz" --exclude='*/candidates' "$SOUT" ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|jaxthreads|prebuild|sample" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done

@@ -38,7 +38,9 @@ def device_name(device: str) -> str:
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
     import platform
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    from ..sandbox.host import WORKER_THREADS
+    return (f"cpu ({platform.processor() or platform.machine()}, {WORKER_THREADS} thread"
+            f"{'s' if WORKER_THREADS > 1 else ''} per implementation)")
 
 
 @dataclass

@@ -480,3 +480,37 @@ def test_thread_stamps_tell_a_new_thread_from_the_old_ones():
     finally:
         go.set()
         t.join()
+
+
+
+PARALLEL_REGIONS = '''
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        big, a = torch.ones(1 << 20), torch.ones(48, 48)
+        for n in (8, 96, 512):               # GEMMs of the sizes MKL gives teams of different sizes to
+            torch.ones(n, n) @ torch.ones(n, n)
+        work = (big + 1).sum() + (a @ a).sum() / 48 ** 3 - (big * 2).sum() + (big.exp() * 0).sum()
+        return x * torch.get_num_threads() + work
+'''
+
+
+@needs_linux
+def test_parallel_regions_run_after_the_lockdown_on_one_thread(tmp_path, monkeypatch):
+    """On a 16-core host libgomp retires the pool's surplus threads when a smaller parallel region starts (MKL
+    picks its team per GEMM) and creates them again for the next larger one, which the lockdown refuses:
+    libgomp aborted the worker in every verify on the H200 host. A worker runs one intra-op thread whatever the
+    judge's environment asks for, so no region needs a thread after the lockdown; the forward sees 1."""
+    if _missing("no new processes after build"):
+        pytest.skip(AVAILABLE["no new processes after build"])
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(var, "8")
+    cand = tmp_path / "regions.py"
+    cand.write_text(PARALLEL_REGIONS)
+    with Worker("regions") as w:
+        _build(w, cand)
+        w.lockdown(60)
+        x = torch.randn(4)
+        for _ in range(3):
+            out = w.request({"op": "call", "inputs": [x], "poison_bytes": 0}, 60)["output"]["tensors"][0]
+            assert torch.equal(out, x + 1)
