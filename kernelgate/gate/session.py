@@ -120,6 +120,11 @@ class Session:
         kernelgate's only (a baseline, or a module emitted from one): its worker shares the trusted compile
         cache (cfg.trusted_cache), which no candidate's worker can write."""
         self.task, self.cand, self.cfg, self.trusted = task, cand, cfg, trusted
+        # the lean plan's trials (two families, two layouts, no repeated calls, no deep re-read of held calls)
+        # where the task's memory asks for it, or for own code: the module emitted from a baseline is the
+        # reference's own code in kernelgate's wrapper, whose check is of the wrapper (construction, state, the
+        # fast path), not of an adversary's numerics (a 6 GiB task's full plan took over 130 s on the H200)
+        self.short = bool(getattr(task, "lean", False)) or own_code
         shared = cfg.trusted_cache if (trusted or own_code) else None
         self.worker = worker or Worker(label, **worker_limits(task, cfg), cache=shared)
         # outputs (and the re-check's retained outputs) come back through shared memory, to where the judge
@@ -141,7 +146,7 @@ class Session:
         # the layout kinds tried: all, or in the lean memory plan two, a secret (each a call in the build phase and
         # a trial, each a task's worth through the host: a 16 GiB task's build phase took 60-90 s a layout)
         self.layouts = tuple(sorted(secrets.SystemRandom().sample(LAYOUTS, LEAN_LAYOUTS))) \
-            if getattr(task, "lean", False) else LAYOUTS
+            if self.short else LAYOUTS
         self.first: list[tuple[str, list[Any]]] = []    # the build phase's calls held for judging (first_calls)
 
     def fail(self, reason: Reason, name: str, detail: str) -> None:
@@ -388,11 +393,11 @@ class Session:
         loads = 0
         # one trial, a secret, is called again and again on the same inputs (full plan): a memo may hand back the output
         # it returned before, which the caller still holds (the worker reads earlier calls' tensors: sandbox/history.py)
-        again = -1 if t.lean or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
+        again = -1 if self.short or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
         # a trial called after a pause, with earlier trials' outputs held (a caller's next step may come much later)
         paused = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))
         # one trial's data at a time
-        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts)):
+        for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts, self.short)):
             if trial.state is not None:       # loads in turn: plain, versions set back (a `.data` write), written
                 self.request({"op": "load", "state": trial.state, "quiet": loads % 3 == 1,   # into the tensors
                               "direct": loads % 3 == 2}, self.cfg.call_timeout, "load_state_dict")   # (jobs.load)
@@ -409,7 +414,7 @@ class Session:
                 del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
             del trial, reply
-        if not t.lean:        # every held call's tensors read again (sandbox/history.py: the full plan)
+        if not self.short:    # every held call's tensors read again (sandbox/history.py: the full plan)
             self.request({"op": "earlier"}, self.cfg.call_timeout, "earlier calls' inputs and outputs")
         self.caller_state("after the trials")
         t.oracle.reset()

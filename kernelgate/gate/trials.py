@@ -61,14 +61,15 @@ def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
     return list(iter_trials(task, seed, n))
 
 
-def iter_trials(task: Any, seed: int, n: int, layouts: tuple[int, ...] = LAYOUTS) -> Iterator[Trial]:
+def iter_trials(task: Any, seed: int, n: int, layouts: tuple[int, ...] = LAYOUTS,
+                short: bool | None = None) -> Iterator[Trial]:
     """Correctness trials from the secret seed: `n` main trials with widened distributions and integer ranges,
     perturbed and negated parameters, edits of one trial's inputs, NaN/Inf and extreme inputs (`plan`), then
     the shapes the contract varies. Built one at a time as the judge asks (a trial of a task whose inputs
     take gigabytes is held only while it is judged); each carries the parameters it needs, except edits,
     which are built with their anchor and follow it."""
     g = torch.Generator().manual_seed(seed)
-    for name, xs, state in plan(task, g, n, layouts):
+    for name, xs, state in plan(task, g, n, layouts, short):
         yield Trial(name, xs, state)
     for v in task.contract.vary:
         for size in v.sizes:
@@ -91,12 +92,13 @@ def main_count(task: Any, n: int) -> int:
     return n * FEW_FACTOR if small and n > 0 else n
 
 
-def plan(task: Any, g: torch.Generator, n: int,
-         layouts: tuple[int, ...] = LAYOUTS) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
+def plan(task: Any, g: torch.Generator, n: int, layouts: tuple[int, ...] = LAYOUTS,
+         short: bool | None = None) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
     """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`, built lazily:
     the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
     parameters into the oracle between trials (the prober then loads its own again). `layouts`: the layout kinds
-    tried (the session's: all of them, or in the lean memory plan two, a secret: session.py)."""
+    tried (the session's: all of them, or in the lean memory plan two, a secret: session.py). `short`: the
+    lean plan's families (default: the task's memory plan; the session's short plan for own code)."""
     pr = prober(task)
     r = random.Random(int(torch.randint(1 << 62, (1,), generator=g)))
     flip_at = r.sample(range(1, n), min(2, n - 1)) if n > 1 else []
@@ -137,7 +139,7 @@ def plan(task: Any, g: torch.Generator, n: int,
     rf = random.Random(g.initial_seed() * 7919 + 17)
     gf = torch.Generator().manual_seed(rf.randrange(1 << 62))
     # (the lean memory plan: the first LEAN_FAMILIES of them in a secret order that apply to the task)
-    lean = getattr(task, "lean", False)
+    lean = getattr(task, "lean", False) if short is None else short
     kinds = rf.sample(families.FAMILIES, len(families.FAMILIES)) if lean else families.FAMILIES
     fams = sorted((rf.randrange(1, n + 1), kind) for kind in kinds) if n else []
     fams_left = families.LEAN_FAMILIES if lean else len(fams)

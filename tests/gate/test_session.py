@@ -66,3 +66,29 @@ def test_building_a_session_leaves_the_reference_as_it_is(write, monkeypatch):
         s.worker.close()
     held = task.oracle.model.state_dict()
     assert all(torch.equal(held[k], v) for k, v in state.items())
+
+
+def test_own_code_is_judged_on_the_short_plan_and_a_candidate_on_the_full_one(write, monkeypatch):
+    """The module emitted from a baseline (the reference's own code in the drop-in wrapper, `own_code`) gets the
+    lean plan's trials: no repeated calls on one trial's inputs, at most two layouts, two input families (a 6 GiB
+    task's full plan took over 130 s on the H200, past the suite's limit); the same code as a candidate gets all."""
+    from kernelgate.gate import families, session as session_mod
+    repeated = []
+    real = session_mod.Session.repeated
+    monkeypatch.setattr(session_mod.Session, "repeated", lambda self, *a: (repeated.append(1), real(self, *a))[1])
+    ref = write("ref.py", REF)
+    task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
+    spec = workload.Spec.parse(ref, "Model")
+
+    def plan(v):
+        names = [c.name for c in v.checks]
+        return sum("other layout" in n for n in names), sum("input family" in n for n in names)
+
+    own = judge_mod.judge(task, spec, GateConfig(), own_code=True, reduced="the reference itself")
+    assert own.status.value == "accepted", own.message
+    layouts, fams = plan(own)
+    assert not repeated and layouts <= 2 and 1 <= fams <= families.LEAN_FAMILIES, [c.name for c in own.checks]
+    full = judge_mod.judge(task, spec, GateConfig())
+    assert full.status.value == "accepted", full.message
+    layouts, fams = plan(full)
+    assert repeated == [1] and layouts > 2 and fams > families.LEAN_FAMILIES, [c.name for c in full.checks]
