@@ -60,12 +60,7 @@ class WorkerFailure(Exception):
         self.detail = detail
 
 
-
-
-#: intra-op CPU threads of every worker (scrubbed_env), set through each threading library's variable
-WORKER_THREADS = 1
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
+WORKER_THREADS = 1        # every worker's intra-op CPU threads (scrubbed_env: docs/GATE.md, timing hygiene)
 #: the compilers' caches a trusted worker shares (`Worker(cache=...)`)
 SHARED_CACHE_VARS = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 
@@ -82,12 +77,9 @@ def scrubbed_env(workdir: Path, cache: Path | None = None) -> dict[str, str]:
     # the judge answers every timed iteration: OpenMP threads spinning after each parallel region would take
     # the cores it needs on a small machine (the same setting for every implementation, baselines included)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # one intra-op thread: libgomp retires the pool's surplus threads whenever a smaller parallel region starts
-    # and creates them again for the next larger one, which the lockdown's no-new-thread rule refuses (libgomp
-    # then aborts the worker: every honest verify on a 16-core host) and the build's thread check would count
-    # as the candidate's. So no implementation, baselines included, runs parallel regions on the CPU.
-    for var in THREAD_VARS:
-        env[var] = str(WORKER_THREADS)
+    # libgomp retires surplus pool threads at a smaller team and restarts them for a larger one, which the
+    # lockdown refuses (libgomp then aborted every worker on a 16-core host): one thread, for every implementation
+    env.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"), str(WORKER_THREADS)))
     # the directory holding the judge's own kernelgate package (its parent, not the package): a worker imports the
     # same code as its judge, whatever other copy an install put on the path
     pkg_root = str(Path(__file__).resolve().parents[2])
