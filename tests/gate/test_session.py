@@ -92,3 +92,54 @@ def test_own_code_is_judged_on_the_short_plan_and_a_candidate_on_the_full_one(wr
     assert full.status.value == "accepted", full.message
     layouts, fams = plan(full)
     assert repeated == [1] and layouts > 2 and fams > families.LEAN_FAMILIES, [c.name for c in full.checks]
+
+
+MEMO = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(32) + 0.5)
+        self.bias = nn.Parameter(torch.zeros(32))
+        self._x = self._y = None
+    def forward(self, x):                     # hands back the very output it returned for equal inputs before
+        if self._x is not None and self._x.shape == x.shape and torch.equal(self._x, x):
+            return self._y
+        self._x, self._y = x.clone(), x * self.weight + self.bias
+        return self._y
+"""
+
+
+def test_the_repeated_call_lands_on_finite_inputs_whatever_the_draw(write, monkeypatch):
+    """The trial called again on the same inputs is drawn in secret; where the draw lands on a trial with NaN inputs
+    (NaN is never equal to itself, so a memo keyed on equality misses), the next trial with finite inputs is called
+    again instead. Seeded so that the draw lands on a non-finite trial: a memo handing back its previous output is
+    rejected `aliasing` (it was accepted when the repeat stayed on the drawn trial)."""
+    import secrets as real
+    from kernelgate.gate import session as session_mod
+    from kernelgate.gate.trials import iter_trials, main_count
+    ref, cand = write("ref.py", REF), write("cand.py", MEMO)
+    task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
+    n = main_count(task, GateConfig().trials)
+
+    def finite(trial):
+        return all(bool(torch.isfinite(x).all()) for x in trial.inputs
+                   if isinstance(x, torch.Tensor) and x.is_floating_point())
+
+    seed, k = next((s, k) for s in range(500) for k, trial in enumerate(iter_trials(task, s, n, short=False))
+                   if k < n and not finite(trial))
+
+    class Draws:                                     # the trials' seed and the repeated trial pinned; the rest secret
+        def __init__(self):
+            self.below = [k]
+
+        def randbits(self, bits):
+            return seed
+
+        def randbelow(self, m):
+            return self.below.pop(0) if self.below else real.randbelow(m)
+
+    monkeypatch.setattr(session_mod, "secrets", Draws())
+    v = judge_mod.judge(task, workload.Spec.parse(cand, "ModelNew"), GateConfig())
+    assert v.status.value == "rejected" and v.reason.value == "aliasing", (seed, k, v.status, v.reason, v.message)
