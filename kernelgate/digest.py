@@ -54,6 +54,11 @@ CHUNK = 1 << 15
 _LOCAL = threading.local()
 
 
+def _wrap(v: int) -> int:
+    """v as the int64 that wrapping arithmetic gives."""
+    return ((v + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
 def _digest_torch(w: torch.Tensor) -> int:
     if w.device.type != "cpu":
         return int(torch.bitwise_xor(w, w >> 29).sum())
@@ -66,7 +71,7 @@ def _digest_torch(w: torch.Tensor) -> int:
         o = buf[:c.numel()]
         torch.bitwise_right_shift(c, 29, out=o)
         total += int(o.bitwise_xor_(c).sum())
-    return ((total + (1 << 63)) % (1 << 64)) - (1 << 63)      # the int64 sum, wrapped as torch's is
+    return _wrap(total)      # the int64 sum, wrapped as torch's is
 
 
 BLOCK = 4096
@@ -117,23 +122,48 @@ _STEP = 0x9E3779B97F4A7C15 - (1 << 64)     # odd: every position its own offset 
 _MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
 
 
+def _offsets() -> torch.Tensor:
+    """arange(CHUNK) * _STEP (wrapping), for the CPU's chunks: made once per thread (one op per chunk less)."""
+    base = getattr(_LOCAL, "offsets", None)
+    if base is None:
+        base = _LOCAL.offsets = torch.arange(CHUNK, dtype=torch.int64).mul_(_STEP)
+    return base
+
+
 def positional(t: torch.Tensor, key: int = 0) -> int:
     """A 64-bit digest of the tensor's bytes that depends on where each word lies: each word is offset by its
     position (times an odd constant) plus `key`, then mixed and summed (wrapping; the same on every device of a
     type, and between the CPU and a GPU). For checks that memory is unchanged (earlier calls' tensors, the module's
     parameters, the inputs after a timed call): `digest` sums the words' mixes whatever their order, and a
-    candidate reversing the order of its caller's words went unseen (red team 37)."""
+    candidate reversing the order of its caller's words went unseen (red team 37). On the CPU in chunks through
+    reused buffers, the positions' offsets made once (a timed call's inputs are digested inside the judge's clock:
+    2.3 -> 1.6 ms for 8 MiB on one core)."""
     if t.numel() == 0:
         return 0
     w = words(t)
-    step = CHUNK if w.device.type == "cpu" else 1 << 24
     total = 0
-    for i in range(0, w.numel(), step):
-        c = w[i:i + step]
-        x = torch.arange(i, i + c.numel(), dtype=torch.int64, device=c.device).mul_(_STEP).add_(key).bitwise_xor_(c)
-        x.bitwise_xor_(x >> 29).mul_(_MUL)
-        total += int(x.bitwise_xor_(x >> 32).sum())
-    return ((total + (1 << 63)) % (1 << 64)) - (1 << 63)
+    if w.device.type != "cpu":
+        step = 1 << 24
+        for i in range(0, w.numel(), step):
+            c = w[i:i + step]
+            x = torch.arange(i, i + c.numel(), dtype=torch.int64, device=c.device).mul_(_STEP).add_(key).bitwise_xor_(c)
+            x.bitwise_xor_(x >> 29).mul_(_MUL)
+            total += int(x.bitwise_xor_(x >> 32).sum())
+        return _wrap(total)
+    base = _offsets()
+    bufs = getattr(_LOCAL, "pos", None)
+    if bufs is None:
+        bufs = _LOCAL.pos = (torch.empty(CHUNK, dtype=torch.int64), torch.empty(CHUNK, dtype=torch.int64))
+    for i in range(0, w.numel(), CHUNK):
+        c = w[i:i + CHUNK]
+        x, y = bufs[0][:c.numel()], bufs[1][:c.numel()]
+        torch.add(base[:c.numel()], _wrap(i * _STEP + key), out=x)     # (i + j) * _STEP + key, wrapping
+        x.bitwise_xor_(c)
+        torch.bitwise_right_shift(x, 29, out=y)
+        x.bitwise_xor_(y).mul_(_MUL)
+        torch.bitwise_right_shift(x, 32, out=y)
+        total += int(x.bitwise_xor_(y).sum())
+    return _wrap(total)
 
 
 def positionals(ts: list, key: int = 0) -> list[int | None]:

@@ -83,3 +83,21 @@ def test_the_positional_digest_sees_where_each_word_lies():
     y = big.clone()
     y[-1] += 1
     assert positional(big) != positional(y) and positionals([big, 3]) == [positional(big), None]
+
+
+def test_the_cpu_positional_digest_in_chunks_equals_one_wrapped_sum():
+    """The CPU's positional digest runs in chunks with the positions' offsets made once; its value is the one
+    wrapping int64 sum over every word at its position (what a GPU computes in one pass), for every size around
+    the chunk and any key."""
+    from kernelgate import digest as D
+
+    def whole(t, key):
+        w = D.words(t)
+        x = torch.arange(w.numel(), dtype=torch.int64).mul_(D._STEP).add_(key).bitwise_xor_(w)
+        x.bitwise_xor_(x >> 29).mul_(D._MUL)
+        return int(x.bitwise_xor_(x >> 32).sum())
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 7, D.CHUNK - 1, D.CHUNK, D.CHUNK + 3, 3 * D.CHUNK + 5):
+        for key in (0, 12345, -(1 << 62), (1 << 63) - 1):
+            t = torch.randn(2 * n, generator=g)
+            assert D.positional(t, key) == whole(t, key), (n, key)
