@@ -410,3 +410,30 @@ def test_restore_rebuilds_explored_and_refined_stacks_after_a_resume():
     assert set(lib.stacks) == {c.id for c in made}
     assert [(s.name, p) for s, p in lib.stacks[made[1].id]] == [("triton:gemm-3xtf32", tiles[1]),
                                                                 ("runtime:cudagraph", {"outputs": "in-place"})]
+
+
+SOFTMAX = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x * 2.0, dim=-1)
+def get_inputs():
+    return [torch.randn(4, 64)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_compile_in_another_mode_is_proposed_on_the_cpu_only_over_a_gemm(write):
+    """On the CPU, torch.compile's one other mode (max-autotune-no-cudagraphs) differs from the compile baseline's
+    default only in its GEMM templates: with no GEMM it is the baseline again, after a build that took most of a
+    60 s budget before the C++ kernels were tried. On a GPU its modes differ everywhere (CUDA graphs)."""
+    lib = Library()
+    _, _, soft = _context(write("soft.py", SOFTMAX))
+    _, _, conv = _context(write("conv.py", CONVNET))
+    _, _, proj = _context(str(EXAMPLES / "projection.py"))
+    assert "runtime:compile" not in _names(lib, soft) and "runtime:compile" not in _names(lib, conv)
+    assert "runtime:compile" in _names(lib, proj)
+    _, _, soft_gpu = _context(write("soft2.py", SOFTMAX), target="cuda")
+    assert "runtime:compile" in _names(lib, soft_gpu)
