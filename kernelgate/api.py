@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import time
 import uuid
@@ -322,6 +323,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     from .proposers.library.fusion_estimates import strategy_fusions
     from .proposers.library.library import REWRITE_FNS
     from .search import Budget, OutOfBudget, Search, SearchConfig, finalize
+    from .search.policy import OVERRUN, least_s
 
     say = progress or (lambda m: None)
     seconds = parse_budget(budget)
@@ -343,6 +345,15 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     task = prepare(spec, target, _contract(contract), (config or gate_config()).memory)
     if not task.admission.ok:
         raise KernelgateError(task.admission.detail, Reason.DEGENERATE)
+    scfg = search_config or SearchConfig()
+    # a budget the run cannot keep to is refused now (nothing written), not overrun later
+    kept = st.baselines(baselines_mod.key(task, scfg.timing))
+    least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), kept[1] if kept else None)
+    prepared = time.monotonic() - t0
+    if prepared + least > OVERRUN * seconds:
+        raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "
+                              f"and {how}; give --budget {math.ceil(1.2 * (prepared + least))} or more (that much tries "
+                              "no candidate)", Reason.USAGE)
     run_file = out_dir / "run.json"
     run = {"run_id": uuid.uuid4().hex[:12], "seed": seed, "workload_hash": task.hash, "target": target}
     if resume:
@@ -363,7 +374,6 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     run["languages"] = list(langs or default_languages(target))
     run_file.write_text(json.dumps(run, indent=1))
     cfg = _cached(config or gate_config(), st)
-    scfg = search_config or SearchConfig()
     search = Search(task, run["run_id"], out_dir, Budget(seconds - (time.monotonic() - t0), max_candidates),
                     int(run["seed"]), cfg, scfg, st, say, proposers=population,
                     analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions,

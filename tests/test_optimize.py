@@ -8,6 +8,7 @@ import torch
 
 from kernelgate import api
 from kernelgate.errors import KernelgateError
+from kernelgate.records import Reason
 from kernelgate.store import Store
 
 
@@ -118,14 +119,26 @@ def test_resume_needs_a_previous_run(tmp_path, write, proj):
         api.optimize(ref, out=str(tmp_path / "nothing"), resume=True)
 
 
-@pytest.mark.slow
-def test_tiny_budget_says_so_and_keeps_the_baseline(tmp_path, write, proj, fast_search):
+def test_a_budget_the_run_cannot_keep_to_is_refused_before_anything_is_written(tmp_path, write, proj, fast_search):
+    """Every run measures the baselines and ends with the gate's check of the module it emits: a budget that cannot
+    hold them (with preparing the task) is a usage error at the start, naming a budget that can, and nothing is
+    written (issue: a 40 s budget on a 256 MiB task ran 173 s)."""
     ref = write("p.py", proj)
-    lines = []
-    res = api.optimize(ref, budget=1, out=str(tmp_path / "o"), progress=lines.append, search_config=fast_search)
-    assert res.best is None and not res.evaluations
-    assert any("used up by the baselines" in n for n in res.notes)
-    assert (tmp_path / "o" / "optimized.py").exists()
+    with pytest.raises(KernelgateError) as e:
+        api.optimize(ref, budget=0.5, out=str(tmp_path / "o"), search_config=fast_search)
+    assert e.value.reason == Reason.USAGE and "too small for this task" in str(e.value) and "--budget" in str(e.value)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_has_it():
+    from kernelgate.search.policy import BASELINES_OVER_ADMISSION, EMIT_MIN_S, EMIT_OVER_ADMISSION, least_s
+    assert least_s(0.0, None)[0] == EMIT_MIN_S                   # a tiny task's check still starts a worker
+    cold, how = least_s(2.0, None)
+    assert cold == pytest.approx((EMIT_OVER_ADMISSION + BASELINES_OVER_ADMISSION) * 2.0) and "admission" in how
+    kept, _ = least_s(2.0, {"timings": {}})                      # baselines kept, no emitted check yet
+    assert kept == pytest.approx(EMIT_OVER_ADMISSION * 2.0)
+    known, how = least_s(2.0, {"timings": {}, "emit_s": 93.3})
+    assert known == 93.3 and "earlier run" in how
 
 
 def test_budget_parsing():

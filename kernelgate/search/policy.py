@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..config import TimingConfig
 from ..proposers import EXPLORE, REFINE, RESTART
@@ -182,10 +182,33 @@ EMIT_OVER_BASELINE = 1.3
 #: against builds of about 25 s, and 1.3x the build kept 36 s of a 60 s run (it stopped 28-34 s in); on the
 #: 2-core CPU a LayerNorm's compile took 13-15 s cold, 5-6 s warm
 EMIT_OVER_BASELINE_CACHED = 0.7
-#: the check of an emitted baseline over task admission's trials, before a run measured it: a check's trials cost
-#: about what admission's do per input set and there are about twice as many, with the worker's calls beside the
-#: oracle's (a 256 MiB CPU input: admission 4.7 s, the emitted check 18.8 s, while building and timing eager took 2 s)
-EMIT_OVER_ADMISSION = 3.0
+#: the check of an emitted baseline over task admission's trials, before a run measured it: its trials alone took
+#: 5.5x admission's on a 256 MiB CPU task (44 s against 8.0 s; with the compile baseline's build 78 s in all), and
+#: 16x on a 64 MiB one, mostly that build (25.8 s against 1.6 s); the lower figure
+EMIT_OVER_ADMISSION = 5.5
+#: building and measuring the baselines over task admission's trials, at the least, before a run measured them
+#: (56 s against 8.2 s for 256 MiB, 33 s against 1.6 s for 64 MiB: a CPU tanh, each with torch.compile's build)
+BASELINES_OVER_ADMISSION = 3.0
+#: the least the check of an emitted module takes whatever the task (a worker started, the module built, its trials:
+#: 3.3 s for a small conv on the 2-core CPU, 11 s for a 1024 x 2048 pointwise chain)
+EMIT_MIN_S = 2.0
+#: what optimize may overrun its budget by (the promise: the budget plus 10%)
+OVERRUN = 1.1
+
+
+def least_s(admission_s: float, kept: dict[str, Any] | None) -> tuple[float, str]:
+    """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
+    (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
+    gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload,
+    else EMIT_OVER_ADMISSION times task admission's trials, at least EMIT_MIN_S)."""
+    if kept is not None and kept.get("emit_s") is not None:
+        return float(kept["emit_s"]), f"the check of the emitted module took {float(kept['emit_s']):.0f} s in an " \
+                                      "earlier run of this workload"
+    emit = max(EMIT_MIN_S, EMIT_OVER_ADMISSION * admission_s)
+    base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s
+    return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({EMIT_OVER_ADMISSION:g}x task "
+                         f"admission's {admission_s:.1f} s)" + (f" and the baselines at least {base:.0f} s "
+                                                               f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
 
