@@ -88,10 +88,14 @@ def test_own_code_is_judged_on_the_short_plan_and_a_candidate_on_the_full_one(wr
     assert own.status.value == "accepted", own.message
     layouts, fams = plan(own)
     assert not repeated and layouts <= 2 and 1 <= fams <= families.LEAN_FAMILIES, [c.name for c in own.checks]
+    # never timed for a claim: no timed batch to re-check (its processes and threads are still checked)
+    assert "not run" in next(c.detail for c in own.checks if c.name == "timed-loop re-check")
+    assert any(c.name == "threads" for c in own.checks)
     full = judge_mod.judge(task, spec, GateConfig())
     assert full.status.value == "accepted", full.message
     layouts, fams = plan(full)
     assert repeated == [1] and layouts > 2 and fams > families.LEAN_FAMILIES, [c.name for c in full.checks]
+    assert "not run" not in next(c.detail for c in full.checks if c.name == "timed-loop re-check")
 
 
 MEMO = """
