@@ -122,22 +122,15 @@ _STEP = 0x9E3779B97F4A7C15 - (1 << 64)     # odd: every position its own offset 
 _MUL = 0xBF58476D1CE4E5B9 - (1 << 64)
 
 
-def _offsets() -> torch.Tensor:
-    """arange(CHUNK) * _STEP (wrapping), for the CPU's chunks: made once per thread (one op per chunk less)."""
-    base = getattr(_LOCAL, "offsets", None)
-    if base is None:
-        base = _LOCAL.offsets = torch.arange(CHUNK, dtype=torch.int64).mul_(_STEP)
-    return base
-
-
 def positional(t: torch.Tensor, key: int = 0) -> int:
     """A 64-bit digest of the tensor's bytes that depends on where each word lies: each word is offset by its
     position (times an odd constant) plus `key`, then mixed and summed (wrapping; the same on every device of a
     type, and between the CPU and a GPU). For checks that memory is unchanged (earlier calls' tensors, the module's
     parameters, the inputs after a timed call): `digest` sums the words' mixes whatever their order, and a
     candidate reversing the order of its caller's words went unseen (red team 37). On the CPU in chunks through
-    reused buffers, the positions' offsets made once (a timed call's inputs are digested inside the judge's clock:
-    2.3 -> 1.6 ms for 8 MiB on one core)."""
+    reused scratch buffers (written before they are read), the positions' offsets made once per call, never kept
+    between calls where the worker's other code could change them (a timed call's inputs are digested inside the
+    judge's clock: 2.3 -> 1.6 ms for 8 MiB on one core)."""
     if t.numel() == 0:
         return 0
     w = words(t)
@@ -150,7 +143,7 @@ def positional(t: torch.Tensor, key: int = 0) -> int:
             x.bitwise_xor_(x >> 29).mul_(_MUL)
             total += int(x.bitwise_xor_(x >> 32).sum())
         return _wrap(total)
-    base = _offsets()
+    base = torch.arange(min(CHUNK, w.numel()), dtype=torch.int64).mul_(_STEP)
     bufs = getattr(_LOCAL, "pos", None)
     if bufs is None:
         bufs = _LOCAL.pos = (torch.empty(CHUNK, dtype=torch.int64), torch.empty(CHUNK, dtype=torch.int64))
