@@ -192,8 +192,9 @@ def _check_timing(t: TimingConfig) -> None:
         raise KernelgateError(f"lead-in steps must not be negative, got {t.lead_in}", Reason.USAGE)
 
 
-def _check_out(out_dir: Path, resume: bool, force: bool) -> None:
-    """--out must be a directory we can write, and must not hold another run's results unless asked."""
+def _check_out(out_dir: Path, resume: bool, force: bool, clear: bool = True) -> None:
+    """--out must be a directory we can write, and must not hold another run's results unless asked; with --force
+    they are removed (`clear`; else by `_clear_out` once the run is sure to start)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise KernelgateError(f"--out {out_dir} is a file, not a directory", Reason.USAGE)
     try:
@@ -207,13 +208,18 @@ def _check_out(out_dir: Path, resume: bool, force: bool) -> None:
     if previous and not resume and not force:
         raise KernelgateError(f"--out {out_dir} already holds a run's results ({', '.join(previous)}); use --resume "
                               "to continue that run, --force to replace it, or another --out", Reason.USAGE)
-    if force and not resume:             # nothing of the earlier run may be mistaken for this one's
-        for name in OUTPUTS:
-            p = out_dir / name
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            elif p.exists():
-                p.unlink()
+    if force and not resume and clear:
+        _clear_out(out_dir)
+
+
+def _clear_out(out_dir: Path) -> None:
+    """Remove an earlier run's outputs (--force): nothing of it may be mistaken for this one's."""
+    for name in OUTPUTS:
+        p = out_dir / name
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists():
+            p.unlink()
 
 
 #: what optimize writes into --out (removed by --force before a new run)
@@ -335,7 +341,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     population, agent, proposer_notes = make_proposers(proposers, llm, hints)
     spec = workload.Spec.parse(model, workload.REFERENCE_CLASS, inputs)
     out_dir = Path(out)
-    _check_out(out_dir, resume, force)
+    _check_out(out_dir, resume, force, clear=False)   # cleared below, once a budget that fits is sure
     st = _store(store)
     t0 = time.monotonic()
     if agent is not None:                # an unreachable endpoint or a refused key ends the run here (exit 2)
@@ -354,6 +360,8 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "
                               f"and {how}; give --budget {math.ceil(1.2 * (prepared + least))} or more (that much tries "
                               "no candidate)", Reason.USAGE)
+    if force and not resume:
+        _clear_out(out_dir)
     run_file = out_dir / "run.json"
     run = {"run_id": uuid.uuid4().hex[:12], "seed": seed, "workload_hash": task.hash, "target": target}
     if resume:

@@ -128,6 +128,13 @@ def test_a_budget_the_run_cannot_keep_to_is_refused_before_anything_is_written(t
         api.optimize(ref, budget=0.5, out=str(tmp_path / "o"), search_config=fast_search)
     assert e.value.reason == Reason.USAGE and "too small for this task" in str(e.value) and "--budget" in str(e.value)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    # with --force too: an earlier run's results are removed only once the run is sure to start (red team 47)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "optimized.py").write_text("# an earlier run's module\n")
+    with pytest.raises(KernelgateError, match="too small for this task"):
+        api.optimize(ref, budget=0.5, out=str(old), force=True, search_config=fast_search)
+    assert (old / "optimized.py").read_text() == "# an earlier run's module\n"
 
 
 def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_has_it():

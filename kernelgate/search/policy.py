@@ -207,7 +207,7 @@ def least_s(admission_s: float, kept: dict[str, Any] | None) -> tuple[float, str
     emit = max(EMIT_MIN_S, EMIT_OVER_ADMISSION * admission_s)
     base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s
     return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({EMIT_OVER_ADMISSION:g}x task "
-                         f"admission's {admission_s:.1f} s)" + (f" and the baselines at least {base:.0f} s "
+                         f"admission's {admission_s:.1f} s)" + (f" and the baselines at least {base:.1f} s "
                                                                f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
