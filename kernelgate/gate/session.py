@@ -395,7 +395,6 @@ class Session:
         # it returned before, which the caller still holds (the worker reads earlier calls' tensors: sandbox/history.py)
         again = -1 if self.short or t.contract.inplace else secrets.randbelow(max(1, main_count(t, self.cfg.trials)))
         # a trial called after a pause, with earlier trials' outputs held (a caller's next step may come much later)
-        repeated = False
         paused = 2 + secrets.randbelow(max(1, main_count(t, self.cfg.trials) - 2))
         # one trial's data at a time
         for k, trial in enumerate(iter_trials(t, seed, main_count(t, self.cfg.trials), self.layouts, self.short)):
@@ -411,11 +410,11 @@ class Session:
                 runs = t.oracle.run(trial.inputs)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
                 # (a trial with NaN inputs is never bit-equal to itself: a memo keyed on equality misses it)
-                if 0 <= again <= k and not repeated and all(
+                if 0 <= again <= k and all(
                         not (isinstance(x, torch.Tensor) and x.is_floating_point()) or bool(torch.isfinite(x).all())
                         for x in trial.inputs):
                     self.repeated(trial, runs)
-                    repeated = True
+                    again = -1                   # once
                 del runs
             self.checks.append(Check(trial.name, True, f"{workload.describe(trial.inputs)}: {detail}"))
             del trial, reply
