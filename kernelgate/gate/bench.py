@@ -42,6 +42,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
             else:
                 rows[label] = BenchRow(label, None, v, None, f"{v.reason.value}: {v.message}")
         baseline_sessions, unavailable, _ = baselines_mod.build(task, baselines, cfg, say)
+        baseline_sessions.update(baselines_mod.replicas(task, baseline_sessions, cfg, say))
         for name, why in unavailable.items():
             rows[name] = BenchRow(name, None, None, None, f"unavailable: {why}")
         sessions = {**baseline_sessions, **sessions}     # baselines first
@@ -52,12 +53,13 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     finally:
         for s in {**baseline_sessions, **sessions}.values():
             s.worker.close()
+    twice = baselines_mod.merge_replicas(timings)
     base_label = baselines_mod.faster(timings)
     base = timings[base_label]
     for name in baselines:
         if name in timings:
-            rows[name] = BenchRow(name, timings[name], None, None, "faster baseline" if name == base_label else "",
-                                  _fraction(task, timings[name]))
+            note = "; ".join(x for x in ("faster baseline" if name == base_label else "", twice.get(name, "")) if x)
+            rows[name] = BenchRow(name, timings[name], None, None, note, _fraction(task, timings[name]))
     for label in labels:
         if label in rejected:
             rows[label] = BenchRow(label, timings.get(label), rejected[label], None,

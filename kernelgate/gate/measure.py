@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import random
 import secrets
 import time
@@ -35,6 +36,45 @@ def batch_iters(tcfg: TimingConfig, per_iter_s: float | None) -> int:
     if not tcfg.batch_s or not per_iter_s or per_iter_s <= 0:
         return tcfg.iters
     return max(MIN_BATCH, min(tcfg.iters, int(tcfg.batch_s / per_iter_s)))
+
+
+def round_cpus(task: Task) -> list[int]:
+    """The CPUs a CPU task's rounds take in turn (the judge's own), one per round, every implementation of a
+    round on the same one; none on a GPU. Workers have one thread and stay on the CPU they last ran on: on a
+    2-vCPU CI host an exact copy of the reference was claimed 1.06x [1.06, 1.08], its process's CPU faster
+    than the baseline's all run long. On one CPU a round, a slower CPU costs every row of that round alike."""
+    if task.device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
+        return []
+    return sorted(os.sched_getaffinity(0))
+
+
+def _tids(s: Session) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{s.worker.pid}/task")]
+    except (OSError, AssertionError, AttributeError):     # no worker process (yet, or a stand-in's)
+        return []
+
+
+def pin(s: Session, cpus: set[int]) -> None:
+    """Every thread of `s`'s worker on `cpus` (the judge may; seccomp lets a worker set only its own)."""
+    for tid in _tids(s):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:              # a thread that ended meanwhile
+            pass
+
+
+def check_pin(s: Session, cpus: set[int], what: str) -> None:
+    """After a batch: the worker ran where the judge put it. A worker may set its own affinity (seccomp allows
+    it for itself), so one that moved to the CPU it found fastest would have a better CPU than its round's."""
+    for tid in _tids(s):
+        try:
+            got = os.sched_getaffinity(tid)
+        except OSError:
+            continue
+        if got != cpus:
+            s.fail(Reason.TIMER, "CPU affinity", f"during {what} the worker's thread {tid} ran on CPUs "
+                   f"{sorted(got)}, where the judge put it on {sorted(cpus)} (every row of a round shares one CPU)")
 
 
 def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: TimingConfig,
@@ -137,6 +177,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
             if label in BASELINES or s.trusted:
                 raise
             drop(label, r)
+    cpus = round_cpus(task)
     rounds = 0
     while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(walls[k]) for k in live) < tcfg.min_total_ms):
         if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() > deadline:
@@ -146,8 +187,11 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         k = rounds % max(len(order), 1)
         for label in order[k:] + order[:k]:          # rotate who goes first
             s = live[host if label == HARNESS else label]
+            cpu = {cpus[rounds % len(cpus)]} if cpus else set()
             try:
                 alone(host if label == HARNESS else label)
+                if cpu:
+                    pin(s, cpu)
                 if task.lean:
                     s.send_pool(pool, scalable)
                     if label not in warmed:
@@ -160,6 +204,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                     timed(HARNESS, s)
                 if task.lean:
                     s.release()
+                if cpu:
+                    check_pin(s, cpu, f"round {rounds + 1}")
             except Rejected as r:
                 if label in BASELINES or s.trusted:
                     raise
@@ -169,6 +215,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         if rounds > 10 * tcfg.rounds:
             break
     for s in live.values():
+        if cpus:
+            pin(s, set(cpus))
         s.resume()
     harness_ms = timing.harness_cost([walls[HARNESS]], [walls[k] for k in live if live[k].trusted and walls[k]])
     timings = {}

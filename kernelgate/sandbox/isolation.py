@@ -271,7 +271,7 @@ def _base_program(signals: bool) -> bytes:
 
 def _lockdown_program() -> bytes:
     """No fork, vfork, clone without CLONE_THREAD (EPERM), no new thread (clone with CLONE_THREAD: EAGAIN), clone3
-    (ENOSYS: glibc falls back to clone), execve/execveat (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
+    (ENOSYS: glibc falls back to clone), execve/execveat (EPERM), no affinity change (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
     allowed): no signal handler changes from here on, Python's (`signal.signal` calls sigaction before it
     records the handler, so a refused call records none) or native code's."""
     prog = _prologue()
@@ -279,6 +279,9 @@ def _lockdown_program() -> bytes:
         if name in _NR:
             prog += _block(_NR[name], [_ret(_err(errno.EPERM))])
     prog += _block(_NR["clone3"], [_ret(_err(errno.ENOSYS))])
+    # no affinity change either, its own included: the judge puts each timed worker on one CPU a round, every row
+    # of that round on the same one (gate/measure.py), and a worker that moved itself would pick a faster CPU
+    prog += _block(_NR["sched_setaffinity"], [_ret(_err(errno.EPERM))])
     # no thread either (EAGAIN, what a thread limit gives): the judge has seen that none of the candidate's is
     # left at the lockdown, so nothing of the candidate's runs beside the harness from here on
     prog += _block(_NR["clone"], [_LD_ARG0, _ins(_JSET_K, 1, 0, CLONE_THREAD), _ret(_err(errno.EPERM)),

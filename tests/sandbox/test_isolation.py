@@ -335,7 +335,8 @@ class ModelNew(torch.nn.Module):
         # as CUDA names its threads (this one: no thread starts after the lockdown)
         named = ctypes.CDLL(None).pthread_setname_np(ctypes.c_ulong(threading.get_ident()), b"kg-named")
         record(fork_after=attempt(fork_and_reap), spawn_after=attempt(lambda: subprocess.run(["true"])),
-               thread_after=start_thread(box), thread_named=named)
+               thread_after=start_thread(box), thread_named=named,
+               affinity_after=attempt(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))))
         return x + 1
 '''
 
@@ -367,6 +368,7 @@ def test_fork_is_allowed_while_building_and_refused_after_lockdown(tmp_path):
     assert got["fork_after"] == "EPERM" and got["spawn_after"] == "EPERM" and got["thread_after"] == "RuntimeError", got
     assert got["thread_named"] == 0, got            # its own /proc/<pid>/task stays writable
     assert got["setsid"] == "EPERM", got
+    assert got["affinity_after"] == "EPERM", got     # the judge's CPU per round stands (gate/measure.py)
 
 
 @pytest.mark.slow
