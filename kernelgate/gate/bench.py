@@ -10,7 +10,7 @@ from ..versions import conditions
 from . import baselines as baselines_mod
 from . import timing
 from .judge import judge_session
-from .measure import measure
+from .measure import HARNESS, measure
 from .session import Session
 from .task import Task, device_name
 
@@ -89,12 +89,17 @@ def _fraction(task: Task, t: Timing) -> float | None:
     return task.floor.floor_s * 1e3 / t.median_ms
 
 
+#: row labels a candidate's file name never takes: a candidate saved as 'eager (2nd process).py' replaced the second
+#: eager worker, one saved as '(harness).py' the harness row (red team 48)
+RESERVED = frozenset({*BASELINES, *(k + baselines_mod.REPLICA for k in BASELINES), HARNESS})
+
+
 def _labels(cands: list[workload.Spec]) -> list[str]:
     labels = []
     for c in cands:
         name = c.path.rsplit("/", 1)[-1].removesuffix(".py")
         base, k = name, 2
-        while name in labels or name in BASELINES:
+        while name in labels or name in RESERVED:
             name, k = f"{base}#{k}", k + 1
         labels.append(name)
     return labels

@@ -225,3 +225,14 @@ def test_bench_builds_a_second_process_per_baseline(monkeypatch):
     rows = {r.label: r for r in res.rows}
     assert set(rows) == {"eager", "compile"} and res.baseline == "compile"
     assert "faster of 2 processes" in rows["compile"].note and rows["compile"].timing.median_ms == 2.0
+
+
+@pytest.mark.parametrize("name", ["eager (2nd process)", "compile (2nd process)", "(harness)", "eager", "compile"])
+def test_a_candidate_file_name_never_takes_a_baseline_or_harness_row(name):
+    """Red team 48: a candidate saved as 'eager (2nd process).py' replaced the second eager worker (the baseline
+    was timed in one process again, the protection above gone); one saved as '(harness).py' crashed bench."""
+    from kernelgate.gate import bench as bench_mod
+    from kernelgate.gate.measure import HARNESS
+    labels = bench_mod._labels([SimpleNamespace(path=f"/some/where/{name}.py")] * 2)
+    reserved = set(baselines.NAMES) | {k + baselines.REPLICA for k in baselines.NAMES} | {HARNESS}
+    assert len(set(labels)) == 2 and not reserved & set(labels), labels
