@@ -36,8 +36,8 @@ from . import evaluator as evaluator_mod
 from .evaluator import Evaluator
 from .loop import Loop, progress_line
 from .phases import Phases
-from .policy import (EMIT_OVER_BASELINE, contender, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock, OutOfBudget,
-                     Planner, SearchConfig, best, cost_kind)
+from .policy import (EMIT_OVER_BASELINE, contender, contenders, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock,
+                     OutOfBudget, Planner, SearchConfig, best, cost_kind)
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
 
@@ -214,6 +214,10 @@ class Search:
         self.confirm_ran = True
         self.complete_baselines()
         with self.phases.timed("confirmation", collapse=True):
+            first = next(iter(contenders(self.history)[:self.scfg.confirm_tries]), None)
+            if first is not None:
+                self.evaluator.replicate_faster(self.planner.left() + 0.1 * self.planner.budget.seconds
+                                                - self.planner.confirm_s(first))
             self.confirmed, self.confirmations = evaluator_mod.confirm(
                 self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
 

@@ -61,3 +61,35 @@ def test_no_confirmation_without_the_time_for_it():
     got, tries, tried, notes, _ = run_confirm([timed("b", 1.3)], {"b": timed("b", 1.3)}, planner)
     assert got is None and tried == [] and tries == []
     assert any("no time is left to confirm" in n for n in notes)
+
+
+def _evaluator(build_s):
+    from types import SimpleNamespace
+    from kernelgate.config import GateConfig
+    from kernelgate.search.evaluator import Evaluator
+    ev = Evaluator(SimpleNamespace(lean=False, device="cpu"), GateConfig(), None, [], lambda m: None)
+    ev.base_label, ev.base_sessions = "eager", {"eager": "first", "compile": "other"}
+    ev._baselines = SimpleNamespace(build_s={"eager": build_s})
+    return ev
+
+
+def test_the_confirmation_times_the_faster_baseline_in_a_second_process_where_it_fits(monkeypatch):
+    """Under load one baseline process can be slowed all run long (an exact copy of the reference was claimed
+    1.06x): the confirmation's base is the faster of the faster baseline's two processes."""
+    from kernelgate.gate import baselines
+    made = []
+
+    def replicas(task, built, cfg, say):
+        made.append(sorted(built))
+        return {k + baselines.REPLICA: "second" for k in built}
+    monkeypatch.setattr(baselines, "replicas", replicas)
+    ev = _evaluator(build_s=3.0)
+    ev.replicate_faster(left_s=10.0)
+    assert made == [["eager"]] and ev.base_sessions == {"eager": "first", "compile": "other",
+                                                        "eager" + baselines.REPLICA: "second"}
+    ev.replicate_faster(left_s=10.0)             # once
+    assert made == [["eager"]]
+    late = _evaluator(build_s=30.0)
+    late.replicate_faster(left_s=10.0)           # no time for its build: one process, said so
+    assert made == [["eager"]] and "eager" + baselines.REPLICA not in late.base_sessions
+    assert "one process" in late.notes[0]
