@@ -40,9 +40,9 @@ def batch_iters(tcfg: TimingConfig, per_iter_s: float | None) -> int:
 
 def round_cpus(task: Task) -> list[int]:
     """The CPUs a CPU task's rounds take in turn (the judge's own), one per round, every implementation of a
-    round on the same one; none on a GPU. Workers have one thread and stay on the CPU they last ran on: on a
-    2-vCPU CI host an exact copy of the reference was claimed 1.06x [1.06, 1.08], its process's CPU faster
-    than the baseline's all run long. On one CPU a round, a slower CPU costs every row of that round alike."""
+    round on the same one; none on a GPU. Workers have one thread, and the scheduler keeps a thread on the CPU
+    it last ran on: on one CPU a round, a slower CPU (another tenant's load, a busy sibling hyperthread) costs
+    every row of that round alike. A process slowed all run long is what gate/baselines.py's replicas answer."""
     if task.device.startswith("cuda") or not hasattr(os, "sched_setaffinity"):
         return []
     return sorted(os.sched_getaffinity(0))
@@ -65,8 +65,9 @@ def pin(s: Session, cpus: set[int]) -> None:
 
 
 def check_pin(s: Session, cpus: set[int], what: str) -> None:
-    """After a batch: the worker ran where the judge put it. A worker may set its own affinity (seccomp allows
-    it for itself), so one that moved to the CPU it found fastest would have a better CPU than its round's."""
+    """After a batch: the worker ran where the judge put it. The lockdown refuses a worker any affinity change;
+    where seccomp is not available, one that moved to the CPU it found fastest would have a better CPU than its
+    round's."""
     for tid in _tids(s):
         try:
             got = os.sched_getaffinity(tid)
