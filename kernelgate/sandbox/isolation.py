@@ -154,8 +154,9 @@ def available() -> dict[str, str]:
                       "missing: neither Landlock >= 6 nor seccomp: the worker can signal this user's processes")
     out["ptrace"] = ("seccomp: no ptrace, process_vm_readv/writev, pidfd_getfd; judge not dumpable"
                      if seccomp_supported() else "missing: no seccomp" + ("; judge not dumpable" if _LINUX else ""))
-    out["scheduling"] = ("seccomp: priority, scheduler, affinity and resource limits only of the worker itself"
-                         if seccomp_supported() else "missing: no seccomp: the worker can demote this user's processes")
+    out["scheduling"] = ("seccomp: priority, scheduler, affinity and resource limits only of the worker itself, "
+                         "no affinity change after the build" if seccomp_supported()
+                         else "missing: no seccomp: the worker can demote this user's processes")
     out["no new processes after build"] = ("seccomp filter on every thread, verified from /proc"
                                            if seccomp_supported() else "missing: no seccomp")
     out["signal handlers"] = ("candidate code runs off the main thread, the only one where Python runs handlers"
