@@ -75,7 +75,9 @@ def replicas(task: Task, built: dict[str, Session], cfg: GateConfig, say: Callab
     on a GPU a second worker would hold a second copy of the task's inputs beside the gate's memory plan."""
     if task.lean or task.device.startswith("cuda"):
         return {}
-    more, _, _ = build(task, [k for k in NAMES if k in built], cfg, say)
+    names = [k for k in NAMES if k in built]
+    say(f"baseline {', '.join(names)}: building a second process of each, timed beside the first")
+    more, _, _ = build(task, names, cfg, lambda m: None)
     return {k + REPLICA: s for k, s in more.items()}
 
 
