@@ -67,12 +67,14 @@ REPLICA = " (2nd process)"
 
 def replicas(task: Task, built: dict[str, Session], cfg: GateConfig, say: Callable[[str], None]
              ) -> dict[str, Session]:
-    """A second worker for each built baseline, timed beside the first (bench's figures, optimize's confirmation). Under load one process can be slowed all run
-    long while another is not: on a 2-core CI host an exact copy of the reference was claimed 1.06x [1.06, 1.08]
-    against an eager baseline whose process was; with `yes` on both cores, 6 of 14 such pairs differed 7-46%.
-    With each baseline the faster of two processes (merge_replicas), a slowed baseline process alone makes no
-    claim; a slowed candidate process only loses. On the CPU only: there the worker's process does the work, and
-    on a GPU a second worker would hold a second copy of the task's inputs beside the gate's memory plan."""
+    """A second worker for each built baseline, timed beside the first (bench's figures, optimize's confirmation).
+    Under load one process can be slowed all run long while another is not: on a 2-core CI host an exact copy of
+    the reference was claimed 1.06x [1.06, 1.08] against a slowed eager process; with `yes` on both cores and the
+    CPU rotation alone (measure.round_cpus), 5 of 6 such copies measured 0.93-1.34x
+    (benchmarks/results/cpu_aa_load_session27.json). With each baseline the faster of two processes
+    (merge_replicas), a slowed baseline process alone makes no claim; a slowed candidate process only loses. On
+    the CPU only: there the worker's process does the work, and on a GPU a second worker would hold a second copy
+    of the task's inputs beside the gate's memory plan."""
     if task.lean or task.device.startswith("cuda"):
         return {}
     names = [k for k in NAMES if k in built]

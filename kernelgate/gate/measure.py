@@ -186,9 +186,9 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
             break
         order = list(live) + ([HARNESS] if host in live and not task.lean else [])
         k = rounds % max(len(order), 1)
+        cpu = {cpus[rounds % len(cpus)]} if cpus else set()     # this round's CPU, every row's
         for label in order[k:] + order[:k]:          # rotate who goes first
             s = live[host if label == HARNESS else label]
-            cpu = {cpus[rounds % len(cpus)]} if cpus else set()
             try:
                 alone(host if label == HARNESS else label)
                 if cpu:

@@ -272,9 +272,10 @@ def _base_program(signals: bool) -> bytes:
 
 def _lockdown_program() -> bytes:
     """No fork, vfork, clone without CLONE_THREAD (EPERM), no new thread (clone with CLONE_THREAD: EAGAIN), clone3
-    (ENOSYS: glibc falls back to clone), execve/execveat (EPERM), no affinity change (EPERM); no rt_sigaction that sets an action (EPERM; a query, act == NULL, is
-    allowed): no signal handler changes from here on, Python's (`signal.signal` calls sigaction before it
-    records the handler, so a refused call records none) or native code's."""
+    (ENOSYS: glibc falls back to clone), execve/execveat (EPERM), no affinity change (EPERM); no rt_sigaction that
+    sets an action (EPERM; a query, act == NULL, is allowed): no signal handler changes from here on, Python's
+    (`signal.signal` calls sigaction before it records the handler, so a refused call records none) or native
+    code's."""
     prog = _prologue()
     for name in ("fork", "vfork", "execve", "execveat"):
         if name in _NR:

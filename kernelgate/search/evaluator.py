@@ -95,9 +95,8 @@ class Evaluator:
 
     def replicate_faster(self, left_s: float) -> None:
         """A second process of the faster baseline, timed beside the first in the confirmation, whose figure then
-        counts where it is faster (gate/baselines.py, replicas: a baseline process slowed all run long under load
-        made an exact copy of the reference look 1.06x faster). Built where its first build's time fits in
-        `left_s`; on the CPU only."""
+        counts where it is faster (gate/baselines.py, replicas). Built where its first build's time fits in
+        `left_s`."""
         b = self.base_label
         if not b or b not in self.base_sessions or b + baselines_mod.REPLICA in self.base_sessions:
             return
