@@ -449,7 +449,8 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                    if kind != result.baseline_kind else "")))
     if emitted_verdict.accepted and emitted_kind is not None:     # the emitted check's time kept for the next run
         baselines_mod.remember_emit(st, search.evaluator.baseline_key, time.monotonic() - t_emit,
-                                    emitted_kind if emitted_kind != result.baseline_kind else "")
+                                    emitted_kind if emitted_kind != result.baseline_kind else "",
+                                    float(getattr(task, "admission_s", 0.0) or 0.0))
         if emitted_kind != result.baseline_kind and emit_kind != result.baseline_kind:
             result = dataclasses.replace(result, notes=(*result.notes, (
                 f"optimized.py is the reference itself: the module emitted from baseline ({result.baseline_kind}) "

@@ -148,6 +148,30 @@ def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_
     assert known == 93.3 and "earlier run" in how
 
 
+def test_an_earlier_runs_emitted_check_is_scaled_by_this_runs_pace():
+    """A figure kept from an idle machine understates the same work on a loaded one (the projection example's
+    emitted check: 13 s idle, 27 s with both cores busy elsewhere; its admission 0.87 s and 2.5 s): the kept
+    emitted check is scaled by the square root of task admission's time now over then (damped: admission is short and
+    noisy under load), within PACE_RANGE."""
+    from kernelgate.search.policy import PACE_RANGE, least_s, pace
+    kept = {"timings": {}, "emit_s": 13.0, "emit_admission_s": 0.87}
+    loaded, how = least_s(2.5, kept)
+    assert loaded == pytest.approx(13.0 * (2.5 / 0.87) ** 0.5) and "at this run's pace" in how     # damped
+    assert least_s(0.87, kept)[0] == pytest.approx(13.0)
+    assert least_s(100.0, kept)[0] == pytest.approx(13.0 * PACE_RANGE[1])      # within the range
+    assert least_s(0.01, kept)[0] == pytest.approx(13.0 * PACE_RANGE[0])
+    assert pace(2.0, None) == pace(0.0, 1.0) == pace(2.0, "?") == 1.0            # unknown: as measured
+
+
+def test_the_emitted_checks_time_is_kept_with_its_runs_pace(tmp_path):
+    from kernelgate.gate import baselines
+    from kernelgate.store import Store
+    st = Store(tmp_path / "s.sqlite")
+    st.put_baselines("k", {"timings": {}, "faster": "eager"})
+    baselines.remember_emit(st, "k", 13.04, "", admission_s=0.871)
+    assert st.baselines("k")[1]["emit_s"] == 13.04 and st.baselines("k")[1]["emit_admission_s"] == 0.871
+
+
 def test_budget_parsing():
     assert api.parse_budget("90") == 90 and api.parse_budget("5m") == 300 and api.parse_budget("1h") == 3600
     with pytest.raises(KernelgateError):

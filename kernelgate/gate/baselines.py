@@ -134,6 +134,7 @@ class Baselines:
     key: str = ""
     emit_s: float | None = None        # what the gate's check of a module emitted from the faster took, last time
     emit_kind: str = ""                # the baseline emitted last time when not the faster (its module was rejected)
+    emit_admission_s: float | None = None   # what task admission took in the run that measured emit_s (its pace)
     pending: Callable[..., None] | None = None
     background: list = field(default_factory=list)     # Background threads (their sessions join `sessions`)
     build_s: dict[str, float] = field(default_factory=dict)   # seconds each baseline's build took (first call in)
@@ -226,9 +227,10 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         check_s = build_s[base] + share
     elif kept is None:                           # until measured: what the baselines built so far took
         check_s = max(build_s.values(), default=0.0)
-    b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if kept is not None and
-                  kept[1].get("emit_s") is not None and kept[1].get("faster") == base else None,
-                  str(kept[1].get("emit_kind", "")) if kept is not None else "")
+    same = kept is not None and kept[1].get("emit_s") is not None and kept[1].get("faster") == base
+    b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if same else None,
+                  str(kept[1].get("emit_kind", "")) if kept is not None else "",
+                  emit_admission_s=kept[1].get("emit_admission_s") if same else None)
     b.build_s = {**(kept[1].get("build_s", {}) if kept is not None else {}), **build_s}
 
     def finish(bystanders: tuple[Session, ...] = ()) -> None:
@@ -279,10 +281,12 @@ def lean_cost(task: Task, tcfg: TimingConfig, n: int, seconds: float) -> str:
             f"of timing inputs to a worker before each of its {n * tcfg.rounds} batches)")
 
 
-def remember_emit(store: Store, key: str, seconds: float, kind: str = "") -> None:
+def remember_emit(store: Store, key: str, seconds: float, kind: str = "", admission_s: float = 0.0) -> None:
     """Keep what emitting a baseline took (the gate's checks of the modules tried: the time a later run of this
-    workload keeps for it, Planner.reserve_s) and, where the faster baseline's module was rejected, the kind
-    emitted instead (a later run emits that one directly)."""
+    workload keeps for it, Planner.reserve_s, at that run's pace: `admission_s`, what task admission took in this
+    one, search.policy.pace) and, where the faster baseline's module was rejected, the kind emitted instead (a later
+    run emits that one directly)."""
     kept = store.baselines(key) if key else None
     if kept is not None:
-        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2), "emit_kind": kind})
+        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2), "emit_kind": kind,
+                                  "emit_admission_s": round(admission_s, 3) if admission_s > 0 else None})

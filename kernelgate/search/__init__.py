@@ -37,7 +37,7 @@ from .evaluator import Evaluator
 from .loop import Loop, progress_line
 from .phases import Phases
 from .policy import (EMIT_OVER_BASELINE, contender, contenders, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock,
-                     OutOfBudget, Planner, SearchConfig, best, cost_kind)
+                     OVERRUN, OutOfBudget, Planner, SearchConfig, best, cost_kind)
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
 
@@ -121,6 +121,14 @@ class Search:
             Loop(self.proposers, self.evaluate, self.planner, self.scfg, self.context, self.history, self.rng,
                  self.say, lambda ev: self.store.add_evaluation(self.run_id, ev), self.notes.append,
                  phase=self.phases.timed, ahead=self.evaluator.ahead).run()
+        except OutOfBudget:
+            if not self.history:        # a run that tried nothing says why (a loaded run ended so, unexplained)
+                msg = (f"no candidate was tried: {max(self.planner.left(), 0):.0f} s of the budget were left to plan "
+                       f"with, and the end of the run keeps {self.planner.reserve_s(None):.0f} s (measuring a "
+                       "baseline still building, the check of the emitted module; give a larger --budget)")
+                self.notes.append(msg)
+                self.say(msg)
+            raise
         finally:
             self.complete_baselines()
 
@@ -187,7 +195,7 @@ class Search:
         deadline = self.planner.at(PLAN_SHARE, self.planner.reserve_s(contender(self.history)))
         ev = self._judge_and_time(c, self.scfg.timing, profile=self.scfg.profile, deadline=deadline,
                                   history=self.history, profile_min=min(self.scfg.profile_min,
-                                                                        self.scfg.promising_host))
+                                                                        self.scfg.promising_host), confirming=False)
         own = self.phases.per_candidate.get(c.id)
         if own:
             self.planner.again[c.id] = sum(s for name, s in own.items() if name not in NOT_AGAIN)
@@ -195,16 +203,19 @@ class Search:
         return ev
 
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
-                        history: Sequence[Evaluation] = (), profile_min: float = 0.0) -> Evaluation:
-        """The confirmation calls this without `history`: the full gate, always."""
+                        history: Sequence[Evaluation] = (), profile_min: float = 0.0,
+                        confirming: bool = True) -> Evaluation:
+        """The confirmation calls this as it is (`confirming`: the full gate, always); the search's evaluations with
+        `confirming=False` and their history."""
         # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
         build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(contender(self.history))))
-        # the judgement within that too; a confirmation (no history) spends the time kept for it, up to the
-        # promise (the budget plus 10%)
-        judge_by = None if history else self.planner.at(1.1)
+        # the judgement within that too; a confirmation spends the time kept for it, up to the promise (the budget
+        # plus 10%). A search's first candidate has an empty history and is no confirmation: judged by the promise,
+        # it ran into the time kept for the end of the run (a 90 s budget took 143 s on a loaded CPU)
+        judge_by = self.planner.at(OVERRUN) if confirming else None
         try:
             return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
-                                                 self.scfg.variant_trials if history else 0, profile_min,
+                                                 0 if confirming else self.scfg.variant_trials, profile_min,
                                                  judge_by=judge_by)
         finally:
             self._sync_baselines()

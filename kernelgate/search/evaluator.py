@@ -20,7 +20,7 @@ from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
 from ..store import Store
 from .phases import Phases
-from .policy import CONFIRM_ROUNDS, Clock, Planner, SearchConfig, contenders, variant_anchor
+from .policy import CONFIRM_ROUNDS, Clock, Planner, SearchConfig, contenders, pace, variant_anchor
 
 JudgeAndTime = Callable[..., Evaluation]     # (candidate, timing, profile, deadline=None) -> Evaluation
 
@@ -66,7 +66,10 @@ class Evaluator:
     def _take(self, b: baselines_mod.Baselines) -> None:
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
-        self.baseline_key, self.baseline_emit_s, self.baseline_emit_kind = b.key, b.emit_s, b.emit_kind
+        self.baseline_key, self.baseline_emit_kind = b.key, b.emit_kind
+        # the emitted check's time in an earlier run, at this run's pace (a loaded machine's is slower)
+        self.baseline_emit_s = None if b.emit_s is None else b.emit_s * pace(
+            float(getattr(self.task, "admission_s", 0.0) or 0.0), b.emit_admission_s)
         self.compile_build_s = float(b.build_s.get("compile", 0.0))
         if b.pending is None:
             self._profile_faster(self._profile_baseline)

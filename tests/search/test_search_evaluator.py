@@ -1,6 +1,8 @@
 """The evaluator's confirm step with a fake judge (no worker): the winner's curse, within the budget."""
 from __future__ import annotations
 
+import pytest
+
 from kernelgate.search.evaluator import confirm
 from kernelgate.search.policy import Budget, Planner, SearchConfig
 from search_fakes import FakeClock, timed
@@ -93,3 +95,31 @@ def test_the_confirmation_times_the_faster_baseline_in_a_second_process_where_it
     late.replicate_faster(left_s=10.0)           # no time for its build: one process, said so
     assert made == [["eager"]] and "eager" + baselines.REPLICA not in late.base_sessions
     assert "one process" in late.notes[0]
+
+
+def test_a_first_candidate_is_judged_within_what_is_left_of_the_budget_not_the_promise():
+    """A search's first candidate has an empty history and is no confirmation: it was judged by the promise (the
+    budget plus 10%), ran into the time kept for measuring the baselines and checking the emitted module, and a
+    90 s budget took 143 s on a loaded CPU. Only the confirmation may spend up to the promise."""
+    from kernelgate.config import GateConfig
+    from kernelgate.records import Candidate
+    from kernelgate.search import Search
+    from kernelgate.search.policy import OVERRUN, PLAN_SHARE, Budget, Planner, SearchConfig
+    clock = FakeClock()
+    s = object.__new__(Search)
+    s.planner, s.history, s.cfg, s.scfg = Planner(Budget(seconds=90.0), clock), [], GateConfig(), SearchConfig()
+    s.planner.admission_s = 2.0
+    seen = {}
+
+    class Evaluator:
+        def judge_and_time(self, c, tcfg, profile, deadline, build, history, variant_trials, profile_min,
+                           judge_by=None):
+            seen.update(build=build, judge_by=judge_by)
+            return "evaluation"
+    s.evaluator, s._sync_baselines = Evaluator(), lambda: None
+    c = Candidate("a", "rewrite:a", "")
+    assert s._judge_and_time(c, s.scfg.timing, False, history=s.history, confirming=False) == "evaluation"
+    assert seen["judge_by"] is None                 # the evaluator then judges by `build` from its start
+    assert seen["build"] == pytest.approx(PLAN_SHARE * 90.0 - s.planner.reserve_s(None))
+    s._judge_and_time(c, s.scfg.timing, False)     # the confirmation
+    assert seen["judge_by"] == pytest.approx(clock.t + OVERRUN * 90.0)
