@@ -149,8 +149,8 @@ def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_
 
 
 def test_an_earlier_runs_emitted_check_is_scaled_by_this_runs_pace():
-    """A figure kept from an idle machine understates the same work on a loaded one (the projection example's
-    emitted check: 13 s idle, 27 s with both cores busy elsewhere; its admission 0.87 s and 2.5 s): the kept
+    """A figure kept from an idle machine understates the same work on a loaded one (the 4096-token projection
+    example's emitted check: 13 s idle, 27 s with both cores busy elsewhere; its admission 0.87 s and 2.5 s): the kept
     emitted check is scaled by the square root of task admission's time now over then (damped: admission is short and
     noisy under load), within PACE_RANGE."""
     from kernelgate.search.policy import PACE_RANGE, least_s, pace

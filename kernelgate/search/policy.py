@@ -184,9 +184,9 @@ EMIT_OVER_BASELINE = 1.3
 EMIT_OVER_BASELINE_CACHED = 0.7
 #: the check of an emitted baseline over task admission's trials, before a run measured it, on the 2-core CPU: 9.4-9.8x
 #: on a 256 MiB tanh (78-92 s against 8.0-9.8 s, its trials alone 5.5x), 16x on a 64 MiB one (25.8 s against 1.6 s,
-#: mostly the compile baseline's build), 15x for the projection example idle (13.1 s against 0.87 s) and 10.8x with
-#: both cores busy elsewhere (27 s against 2.5 s); about the lowest (5.5x, the trials alone, kept a loaded 90 s run
-#: of the example to 116 s)
+#: mostly the compile baseline's build), 15x for the projection example at 4096 tokens idle (13.1 s against 0.87 s)
+#: and 10.8x with both cores busy elsewhere (27 s against 2.5 s); about the lowest (5.5x, the trials alone, kept a
+#: loaded 90 s run of the example to 116 s)
 EMIT_OVER_ADMISSION = 9.5
 #: building and measuring the baselines over task admission's trials, at the least, before a run measured them
 #: (56 s against 8.2 s for 256 MiB, 33 s against 1.6 s for 64 MiB: a CPU tanh, each with torch.compile's build)
@@ -199,8 +199,8 @@ OVERRUN = 1.1
 
 
 #: the time kept for an emitted check an earlier run measured, over that figure at this run's pace: the same check
-#: varies from run to run (the projection example's with both cores of a 2-core CPU busy elsewhere: 21.5 s, then
-#: 28.7 s, and that run ended 4 s past the promise)
+#: varies from run to run (the projection example's at 4096 tokens with both cores of a 2-core CPU busy elsewhere:
+#: 21.5 s, then 28.7 s, and that run ended 4 s past the promise)
 EMIT_AGAIN = 1.25
 #: how far an earlier run's figure is scaled by this run's pace (PACE_RANGE[0] to PACE_RANGE[1] times)
 PACE_RANGE = (0.7, 2.0)
@@ -209,10 +209,11 @@ PACE_RANGE = (0.7, 2.0)
 def pace(admission_s: float, then_s: Any) -> float:
     """This run's pace against an earlier one's: the square root of task admission's trials now over then (`then_s`;
     1.0 where either is unknown), within PACE_RANGE. A figure kept from an idle machine understates the same work on
-    a loaded one: the projection example's admission took 2.5 s with both cores of a 2-core CPU busy elsewhere
-    against 0.87 s idle, and the check of its emitted module 27 s against 13 s (2.1x for admission's 2.9x). Damped,
-    since admission is short and noisy under load: two runs under the same load took 2.4 s and about 4.5 s for it, and
-    29 s for the check both times (the plain ratio kept 66 s for it, and that run tried no candidate)."""
+    a loaded one: the projection example's admission (4096 tokens) took 2.5 s with both cores of a 2-core CPU busy
+    elsewhere against 0.87 s idle, and the check of its emitted module 27 s against 13 s (2.1x for admission's
+    2.9x). Damped, since admission is short and noisy under load: two runs under the same load took 2.4 s and about
+    4.5 s for it, and 29 s for the check both times (the plain ratio kept 66 s for it, and that run tried no
+    candidate)."""
     try:
         then = float(then_s)
     except (TypeError, ValueError):
@@ -247,7 +248,7 @@ def least_s(admission_s: float, kept: dict[str, Any] | None) -> tuple[float, str
                                                                f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
-#: and measuring the baselines once it is built, over task admission's trials, at the least (the projection example
+#: and measuring the baselines once it is built, over task admission's trials, at the least (the projection example,
 #: on a loaded 2-core CPU: 10 s against admission's 2.5 s; a first candidate judged meanwhile had left no time for it)
 PENDING_OVER_ADMISSION = 4.0
 
