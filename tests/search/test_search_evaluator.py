@@ -123,3 +123,32 @@ def test_a_first_candidate_is_judged_within_what_is_left_of_the_budget_not_the_p
     assert seen["build"] == pytest.approx(PLAN_SHARE * 90.0 - s.planner.reserve_s(None))
     s._judge_and_time(c, s.scfg.timing, False)     # the confirmation
     assert seen["judge_by"] == pytest.approx(clock.t + OVERRUN * 90.0)
+
+
+def test_a_run_that_tried_no_candidate_says_why(monkeypatch):
+    """A loaded run once ended with no candidate tried and no word of why: the search's loop stopped on the budget
+    before its first evaluation. The run now notes what was left and what the end of the run keeps."""
+    import kernelgate.search as search_mod
+    from kernelgate.search import Search
+    from kernelgate.search.phases import Phases
+    from kernelgate.search.policy import Budget, OutOfBudget, Planner
+
+    class Loop:
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self):
+            raise OutOfBudget
+    monkeypatch.setattr(search_mod, "Loop", Loop)
+    clock = FakeClock()
+    s = object.__new__(Search)
+    s.planner, s.history, s.notes, s.proposers, said = Planner(Budget(seconds=90.0), clock), [], [], [], []
+    s.planner.admission_s = 2.0
+    s.phases, s.say = Phases(clock), said.append
+    s._analyse = s.baselines = s.complete_baselines = lambda: None
+    s.evaluator = type("E", (), {"start_spares": lambda self: None, "ahead": None})()
+    s.store = s.run_id = s.scfg = s.context = s.rng = None
+    with pytest.raises(OutOfBudget):
+        s.run()
+    assert len(s.notes) == 1 and s.notes[0].startswith("no candidate was tried") and said == s.notes
+    assert "the check of the emitted module" in s.notes[0]
