@@ -146,6 +146,10 @@ def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_
     assert kept == pytest.approx(EMIT_OVER_ADMISSION * 2.0)
     known, how = least_s(2.0, {"timings": {}, "emit_s": 93.3})
     assert known == 93.3 and "earlier run" in how
+    from kernelgate.search.policy import EMIT_OVER_ADMISSION_GPU
+    gpu, how = least_s(2.0, None, "cuda:0")                     # on a GPU the ratio measured there
+    assert gpu == pytest.approx((EMIT_OVER_ADMISSION_GPU + BASELINES_OVER_ADMISSION) * 2.0)
+    assert f"{EMIT_OVER_ADMISSION_GPU:g}x" in how
 
 
 def test_an_earlier_runs_emitted_check_is_scaled_by_this_runs_pace():

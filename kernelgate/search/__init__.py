@@ -37,7 +37,7 @@ from .evaluator import Evaluator
 from .loop import Loop, progress_line
 from .phases import Phases
 from .policy import (EMIT_OVER_BASELINE, contender, contenders, EMIT_OVER_BASELINE_CACHED, PLAN_SHARE, Budget, Clock,
-                     OVERRUN, OutOfBudget, Planner, SearchConfig, best, cost_kind)
+                     OVERRUN, OutOfBudget, Planner, SearchConfig, best, cost_kind, emit_over_admission)
 
 __all__ = ["Budget", "OutOfBudget", "PLAN_SHARE", "Search", "SearchConfig", "finalize", "progress_line"]
 
@@ -175,6 +175,7 @@ class Search:
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
         self.planner.compile_build_s = self.evaluator.compile_build_s
         self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
+        self.planner.emit_over_admission = emit_over_admission(self.task.device)
         self.planner.emit_over_baseline = EMIT_OVER_BASELINE_CACHED if self.evaluator.shares_compile_cache() \
             else EMIT_OVER_BASELINE
         self.planner.pending_s = self.evaluator.baselines_building_s

@@ -188,6 +188,14 @@ EMIT_OVER_BASELINE_CACHED = 0.7
 #: and 10.8x with both cores busy elsewhere (27 s against 2.5 s); about the lowest (5.5x, the trials alone, kept a
 #: loaded 90 s run of the example to 116 s)
 EMIT_OVER_ADMISSION = 9.5
+#: the same on a GPU, where it was not measured again: 5.5x as before (on the H200 the check took 6-13 s against
+#: preparations of 5.5-8 s, admission included: 9.5x there would keep several times the check's time)
+EMIT_OVER_ADMISSION_GPU = 5.5
+
+
+def emit_over_admission(device: str) -> float:
+    """EMIT_OVER_ADMISSION on the CPU, EMIT_OVER_ADMISSION_GPU on a GPU (`device`: the task's, as "cuda:0")."""
+    return EMIT_OVER_ADMISSION if device.startswith("cpu") else EMIT_OVER_ADMISSION_GPU
 #: building and measuring the baselines over task admission's trials, at the least, before a run measured them
 #: (56 s against 8.2 s for 256 MiB, 33 s against 1.6 s for 64 MiB: a CPU tanh, each with torch.compile's build)
 BASELINES_OVER_ADMISSION = 3.0
@@ -231,19 +239,20 @@ def kept_emit_s(admission_s: float, kept: dict[str, Any] | None) -> float | None
     return float(kept["emit_s"]) * pace(admission_s, kept.get("emit_admission_s"))
 
 
-def least_s(admission_s: float, kept: dict[str, Any] | None) -> tuple[float, str]:
+def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu") -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
-    this run's pace, else EMIT_OVER_ADMISSION times task admission's trials, at least EMIT_MIN_S)."""
+    this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S)."""
     emit_s = kept_emit_s(admission_s, kept)
     if kept is not None and emit_s is not None:
         then = float(kept["emit_s"])
         at = f" ({emit_s:.0f} s at this run's pace)" if abs(emit_s - then) >= 0.5 else ""
         return emit_s, f"the check of the emitted module took {then:.0f} s in an earlier run of this workload{at}"
-    emit = max(EMIT_MIN_S, EMIT_OVER_ADMISSION * admission_s)
+    ratio = emit_over_admission(device)
+    emit = max(EMIT_MIN_S, ratio * admission_s)
     base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s
-    return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({EMIT_OVER_ADMISSION:g}x task "
+    return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task "
                          f"admission's {admission_s:.1f} s)" + (f" and the baselines at least {base:.1f} s "
                                                                f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
@@ -275,6 +284,7 @@ class Planner:
         self.pending_s: Callable[[], float | None] = lambda: None
         self.compile_build_s = 0.0                  # the compile baseline's build: what a compile candidate's costs
         self.admission_s = 0.0                      # task admission's trials (Task.admission_s)
+        self.emit_over_admission = EMIT_OVER_ADMISSION     # emit_over_admission(the task's device)
         self.emit_over_baseline = EMIT_OVER_BASELINE   # EMIT_OVER_BASELINE_CACHED with a shared compile cache
 
     def elapsed(self) -> float:
@@ -316,7 +326,8 @@ class Planner:
         if best_now is None:    # the emitted module is then the faster baseline: its check took this before,
             if self.baseline_emit_s is not None:        # else about 0.7-1.3 times building and timing it
                 return EMIT_AGAIN * self.baseline_emit_s + extra
-            return max(self.emit_over_baseline * self.baseline_check_s, EMIT_OVER_ADMISSION * self.admission_s) + extra
+            return max(self.emit_over_baseline * self.baseline_check_s, self.emit_over_admission * self.admission_s) \
+                + extra
         return self.confirm_s(best_now) + extra
 
     def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:

@@ -173,13 +173,17 @@ def test_the_emitted_check_is_expected_to_cost_its_trials_before_it_was_measured
     """Before a run measured the emitted baseline's check, its reserve is at least EMIT_OVER_ADMISSION times what
     task admission's trials took (a 256 MiB CPU input: admission 4.7 s, the check 18.8 s, eager's build 2 s);
     a measured check replaces the estimate."""
-    from kernelgate.search.policy import EMIT_AGAIN, EMIT_OVER_ADMISSION
+    from kernelgate.search.policy import (EMIT_AGAIN, EMIT_OVER_ADMISSION, EMIT_OVER_ADMISSION_GPU,
+                                          emit_over_admission)
     p = Planner(Budget(seconds=60.0), FakeClock())
     p.baseline_check_s = 2.0
     p.admission_s = 4.7
     assert p.reserve_s(None) == pytest.approx(EMIT_OVER_ADMISSION * 4.7)
     p.admission_s = 0.1                            # a small task: building and timing the baseline dominates
     assert p.reserve_s(None) == pytest.approx(2.6)
+    p.emit_over_admission = emit_over_admission("cuda:0")          # a GPU task: the ratio measured there before
+    p.admission_s = 4.7
+    assert p.reserve_s(None) == pytest.approx(EMIT_OVER_ADMISSION_GPU * 4.7)
     p.admission_s, p.baseline_emit_s = 4.7, 9.0
     assert p.reserve_s(None) == pytest.approx(EMIT_AGAIN * 9.0)      # a measured check varies from run to run
 
