@@ -212,7 +212,7 @@ class Search:
         build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(contender(self.history))))
         # the judgement within that too; a confirmation spends the time kept for it, up to the promise (the budget
         # plus 10%). A search's first candidate has an empty history and is no confirmation: judged by the promise,
-        # it ran into the time kept for the end of the run (a 90 s budget took 143 s on a loaded CPU)
+        # it ran into the time kept for the end of the run (a 90 s budget took 133-142 s on a loaded CPU)
         judge_by = self.planner.at(OVERRUN) if confirming else None
         try:
             return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,

@@ -184,9 +184,9 @@ EMIT_OVER_BASELINE = 1.3
 EMIT_OVER_BASELINE_CACHED = 0.7
 #: the check of an emitted baseline over task admission's trials, before a run measured it, on the 2-core CPU: 9.4-9.8x
 #: on a 256 MiB tanh (78-92 s against 8.0-9.8 s, its trials alone 5.5x), 16x on a 64 MiB one (25.8 s against 1.6 s,
-#: mostly the compile baseline's build), 15x for the projection example at 4096 tokens idle (13.1 s against 0.87 s)
-#: and 10.8x with both cores busy elsewhere (27 s against 2.5 s); about the lowest (5.5x, the trials alone, kept a
-#: loaded 90 s run of the example to 116 s)
+#: mostly the compile baseline's build), 10-16x for the projection example at 4096 tokens, idle (8.4-13.1 s against
+#: 0.78-0.82 s) or with both cores busy elsewhere (21.5-29.6 s against 2.0-2.2 s; cpu_admission_load_session28.json,
+#: cpu_budget_load_session28.json); about the lowest (5.5x was the trials alone)
 EMIT_OVER_ADMISSION = 9.5
 #: the same on a GPU, where it was not measured again: 5.5x as before (on the H200 the check took 6-13 s against
 #: preparations of 5.5-8 s, admission included: 9.5x there would keep several times the check's time)
@@ -208,7 +208,7 @@ OVERRUN = 1.1
 
 #: the time kept for an emitted check an earlier run measured, over that figure at this run's pace: the same check
 #: varies from run to run (the projection example's at 4096 tokens with both cores of a 2-core CPU busy elsewhere:
-#: 21.5 s, then 28.7 s, and that run ended 4 s past the promise)
+#: 21.5 s, then 28.7 s, and that run ended 3.8 s past the promise: cpu_budget_load_session28.json)
 EMIT_AGAIN = 1.25
 #: how far an earlier run's figure is scaled by this run's pace (PACE_RANGE[0] to PACE_RANGE[1] times)
 PACE_RANGE = (0.7, 2.0)
@@ -217,11 +217,11 @@ PACE_RANGE = (0.7, 2.0)
 def pace(admission_s: float, then_s: Any) -> float:
     """This run's pace against an earlier one's: the square root of task admission's trials now over then (`then_s`;
     1.0 where either is unknown), within PACE_RANGE. A figure kept from an idle machine understates the same work on
-    a loaded one: the projection example's admission (4096 tokens) took 2.5 s with both cores of a 2-core CPU busy
-    elsewhere against 0.87 s idle, and the check of its emitted module 27 s against 13 s (2.1x for admission's
-    2.9x). Damped, since admission is short and noisy under load: two runs under the same load took 2.4 s and about
-    4.5 s for it, and 29 s for the check both times (the plain ratio kept 66 s for it, and that run tried no
-    candidate)."""
+    a loaded one: the projection example's admission (4096 tokens) took 2.0-2.2 s with both cores of a 2-core CPU
+    busy elsewhere against 0.78-0.82 s idle, and the check of its emitted module 21.5-29.6 s against 8.4-13.1 s
+    (cpu_admission_load_session28.json, cpu_budget_load_session28.json). Damped, since admission is short and noisy
+    under load: with the plain ratio one loaded run kept 66 s for a check that took 29.6 s, and tried no candidate
+    (cpu_budget_load_session28.json, `undamped_pace`)."""
     try:
         then = float(then_s)
     except (TypeError, ValueError):
@@ -231,22 +231,14 @@ def pace(admission_s: float, then_s: Any) -> float:
     return min(max((admission_s / then) ** 0.5, PACE_RANGE[0]), PACE_RANGE[1])
 
 
-def kept_emit_s(admission_s: float, kept: dict[str, Any] | None) -> float | None:
-    """What the check of the emitted module took in an earlier run (the store's record for this workload), at this
-    run's pace; None where no run measured it."""
-    if kept is None or kept.get("emit_s") is None:
-        return None
-    return float(kept["emit_s"]) * pace(admission_s, kept.get("emit_admission_s"))
-
-
 def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu") -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
     this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S)."""
-    emit_s = kept_emit_s(admission_s, kept)
-    if kept is not None and emit_s is not None:
+    if kept is not None and kept.get("emit_s") is not None:
         then = float(kept["emit_s"])
+        emit_s = then * pace(admission_s, kept.get("emit_admission_s"))
         at = f" ({emit_s:.0f} s at this run's pace)" if abs(emit_s - then) >= 0.5 else ""
         return emit_s, f"the check of the emitted module took {then:.0f} s in an earlier run of this workload{at}"
     ratio = emit_over_admission(device)
@@ -257,8 +249,9 @@ def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu"
                                                                f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
-#: and measuring the baselines once it is built, over task admission's trials, at the least (the projection example,
-#: on a loaded 2-core CPU: 10 s against admission's 2.5 s; a first candidate judged meanwhile had left no time for it)
+#: and measuring the baselines once it is built, over task admission's trials, at the least (the 4096-token projection
+#: example on a loaded 2-core CPU: the baselines 11-12 s in all against admission's 2.0-2.2 s; a first candidate
+#: judged meanwhile had left no time for their measurement)
 PENDING_OVER_ADMISSION = 4.0
 
 
@@ -320,7 +313,7 @@ class Planner:
         # a baseline still building: the rest of its build and its measurement, at least twice what it has taken
         # so far (a build as long again, then a check as long); one built and not yet measured (0.0), or just
         # started, at least its measurement. The emitted check comes after it: a first candidate judged while the
-        # compile baseline built left no time for the two (a 90 s budget took 116 s on a loaded CPU)
+        # compile baseline built left no time for the two (a 90 s budget took 133-142 s on a loaded CPU)
         extra = 0.0 if pending is None else max(PENDING_OVER_ELAPSED * pending,
                                                 PENDING_OVER_ADMISSION * self.admission_s)
         if best_now is None:    # the emitted module is then the faster baseline: its check took this before,
