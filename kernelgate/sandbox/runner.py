@@ -159,6 +159,26 @@ def _thread_states() -> Callable[[], int] | None:
     return count
 
 
+#: how long an extra thread state may take to go in a JAX task's worker (runner.start's `arm`). The checker holds
+#: the GIL while it counts, so a thread that holds a state without the GIL is waiting for it; the checker's pauses
+#: hand it over, and JAX's drop of a Python reference ends within them.
+JAX_SETTLE_S = 0.05
+
+
+def _gone(states: Callable[[], int], base: int, window: float, now: Callable[[], float],
+          pause: Callable[[float], None]) -> bool:
+    """Whether the interpreter's thread states come back to `base` within `window` seconds (pausing, so a thread
+    waiting for the GIL gets it); False at once for a window of 0."""
+    if window <= 0:
+        return False
+    end = now() + window
+    while now() < end:
+        pause(0.0005)
+        if states() <= base:
+            return True
+    return False
+
+
 def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[..., Any], Callable[..., None],
                                                                    Callable[[Any], None]]:
     """Start the runner thread (at the worker's prime, before any candidate code exists and before the judge
@@ -190,14 +210,15 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
     del loop
     # own, integrity, enforce (set once by `arm`), and whether the lockdown has sealed the threads (`seal`)
     # and the interpreter's thread states when the guard was armed (before the candidate's import)
-    guard: list = [_plain_call, _nothing, False, False, 0]
+    # and how long an extra thread state may take to go before it counts (`settle`: a JAX task's, see `arm`)
+    guard: list = [_plain_call, _nothing, False, False, 0, 0.0]
     states = _thread_states()
     released_at = _load_offset("release")
     run_code = _execute.__code__
 
     def idle(_guard=guard, _frames=sys._current_frames, _ident=ident, _code=run_code, _released=released_at,
              _me=_thread.get_ident, _main=threading.main_thread().ident, _trash=trash, _fatal=fatal,
-             _states=states) -> bool:
+             _states=states, _now=time.monotonic, _pause=time.sleep, _gone=_gone) -> bool:
         """Whether the runner is parked in its wait: it has no Python frame (its loop is C). The snapshot holds
         a frame object of every thread's top frame: one of a candidate frame that returns while it is held owns
         that frame's locals, and dropping it here would drop them on the harness's thread (red team 12). So the
@@ -218,7 +239,8 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
                     _fatal("kernelgate ended the worker: Python code ran on a thread of the worker's other than the "
                            "gate's own after the lockdown (a callback from native code on a library's thread)")
             # one with no frame (a chain of C callables run by native code, red team 19) still holds a thread state
-            if _states is not None and _states() > _guard[4]:
+            if _states is not None and _states() > _guard[4] and not _gone(_states, _guard[4], _guard[5], _now,
+                                                                          _pause):
                 _fatal("kernelgate ended the worker: a thread of the worker's other than the gate's own holds "
                        "Python state after the lockdown (native code runs Python on a library's thread)")
         f = frames.get(_ident)
@@ -235,9 +257,15 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
 
     wait_parked()           # parked once before any candidate code: the offset is the real one
 
-    def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, _guard=guard, _states=states) -> None:
+    def arm(own: Callable, integrity: Callable[[], Any], enforce: bool, settle: float = 0.0, _guard=guard,
+            _states=states) -> None:
+        """`settle`: seconds an extra thread state may take to go before it ends the worker; 0 (the default)
+        ends it at once. A JAX task's worker passes `JAX_SETTLE_S`: on a GPU, JAX's runtime threads (py_xla_*)
+        take a thread state for a moment after a Pallas call to drop Python objects (measured into
+        h200_jax_threads.json: one more state than the baseline, gone at each call's end)."""
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
         _guard[4] = _states() if _states is not None else 0     # before the candidate's import
+        _guard[5] = max(0.0, float(settle))
 
     def seal(_guard=guard) -> None:
         """At the lockdown (enforcing): from now on a Python frame on any thread but the gate's ends the worker."""

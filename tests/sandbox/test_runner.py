@@ -192,3 +192,46 @@ def test_after_the_seal_python_on_another_thread_ends_the_worker():
     finally:
         stop.set()
         side.join()
+
+
+def _frameless_state(seconds: float) -> None:
+    """A thread that holds a Python thread state with no frame for `seconds` (time.sleep called from C), as a
+    runtime's thread does while it waits for the GIL to drop a Python object."""
+    _thread.start_new_thread(time.sleep, (seconds,))
+
+
+def _sealed(settle: float):
+    ended: list[str] = []
+    call, arm, _ = runner.start(0, ended.append)
+    arm(lambda event, fn, *a: fn(*a), lambda: None, True, settle)
+    arm.seal()
+    call(lambda: None)
+    assert not ended
+    return call, ended
+
+
+def test_a_thread_state_that_goes_within_the_settle_window_is_a_runtimes_and_passes():
+    """JAX's runtime threads take a thread state for a moment after a Pallas call on the GPU (the softmax port was
+    ended `introspection`): a JAX task's worker lets an extra state go within its window."""
+    call, ended = _sealed(2.0)
+    _frameless_state(0.2)
+    call(lambda: None)
+    assert not ended
+
+
+def test_without_a_settle_window_an_extra_thread_state_ends_the_worker_at_once():
+    call, ended = _sealed(0.0)
+    _frameless_state(0.5)
+    call(lambda: None)
+    assert ended and "holds Python state" in ended[0]
+    time.sleep(0.6)
+
+
+def test_a_thread_state_that_stays_past_the_window_ends_the_worker():
+    call, ended = _sealed(runner.JAX_SETTLE_S)
+    _frameless_state(1.0)
+    t0 = time.monotonic()
+    call(lambda: None)
+    assert ended and "holds Python state" in ended[0]
+    assert time.monotonic() - t0 < 0.9
+    time.sleep(1.1)
