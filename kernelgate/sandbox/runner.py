@@ -265,7 +265,7 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
         h200_jax_threads.json: one more state than the baseline, gone at each call's end)."""
         _guard[0], _guard[1], _guard[2] = own, integrity, enforce is True
         _guard[4] = _states() if _states is not None else 0     # before the candidate's import
-        _guard[5] = max(0.0, float(settle))
+        _guard[5] = settle if settle > 0 else 0.0      # no global lookups (tests/sandbox/test_audit.py)
 
     def seal(_guard=guard) -> None:
         """At the lockdown (enforcing): from now on a Python frame on any thread but the gate's ends the worker."""
