@@ -14,12 +14,12 @@ from typing import Any, Callable
 from ...kernels import manifest
 from ...records import Candidate, Level
 from .. import EXPLORE, REFINE, Context, make_candidate
-from . import cpp_kernels, fx_rewrites, onednn, pallas_kernels, precision, triton_fusion, triton_kernels
+from . import cpp_kernels, fx_algebra, fx_rewrites, onednn, pallas_kernels, precision, triton_fusion, triton_kernels
 from .runtime_levels import (GPU, _class, _compile_applies, _compile_modes, _cudagraph_variants, _has_conv,
                              _render_channels_last, _render_compile, _render_cudagraph, _render_cudnn_benchmark,
                              _render_precision)
 
-REWRITE_FNS = {**fx_rewrites.REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
+REWRITE_FNS = {**fx_rewrites.REWRITES, **fx_algebra.ALGEBRA_REWRITES, **triton_kernels.TRITON_REWRITES, **triton_fusion.TRITON_FUSION_REWRITES,
                **cpp_kernels.CPP_REWRITES, **onednn.ONEDNN_REWRITES, **precision.PRECISION_REWRITES,
                **pallas_kernels.PALLAS_REWRITES}
 
@@ -57,6 +57,8 @@ def _rewrite_source(rewrites: list[str]) -> str:
     """The code the rewrites run, in the candidate's file (self-contained): fx_rewrites' functions (triton_kernels' or
     onednn's for their rewrites) pasted verbatim, then the kernels/ runtimes they need (kernels/manifest.py's bundle)."""
     src = inspect.getsource(fx_rewrites).split("REWRITES = {")[0]
+    if any(r in fx_algebra.ALGEBRA_REWRITES for r in rewrites):
+        src += "\n" + inspect.getsource(fx_algebra).split("ALGEBRA_REWRITES = {")[0]
     if any(r in triton_kernels.TRITON_REWRITES for r in rewrites):
         src += "\n" + inspect.getsource(triton_kernels).split("TRITON_REWRITES = {")[0]
     if any(r in onednn.ONEDNN_REWRITES for r in rewrites):
@@ -121,6 +123,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("rewrite:fold-scale", "fold-scale", "a constant scale after a conv/linear folded into its weights"),
     _rewrite("rewrite:sdpa", "sdpa", "matmul-softmax-matmul attention as scaled_dot_product_attention"),
     _rewrite("rewrite:merge-linear", "merge-linear", "consecutive linear maps merged into one"),
+    _rewrite("rewrite:reduce-linear", "reduce-linear", "a linear map whose output features are summed or averaged "
+             "(through feature-wise scales and shifts) as one matrix-vector product"),
     _rewrite("rewrite:activation-idioms", "activation-idioms",
              "activations written out (x * sigmoid(x), the tanh form of GELU) as the library's one-kernel versions"),
     _rewrite("triton:softmax", "triton-softmax", "one-program-per-row Triton softmax (exp2, max subtraction)",
@@ -199,7 +203,7 @@ STRATEGIES: tuple[Strategy, ...] = (
 # lead; runtime configurations, which torch.compile (a baseline) already covers in part, come last.
 PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
-    "rewrite:sdpa": 2.0, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
+    "rewrite:sdpa": 2.0, "rewrite:reduce-linear": 2.0, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,

@@ -1,0 +1,226 @@
+"""Algebraic rewrites above the kernel: identities that remove work rather than do it faster.
+
+A linear map whose output features are summed or averaged, through feature-wise scales and shifts, is one
+matrix-vector product: sum_j (a_j * (x @ W^T)_j + c_j) = x @ (a @ W) + sum(c). The GEMM's work (batch x in x
+out) becomes a pass over W and one over x. Every decision that depends on shapes and dtypes is taken at the
+call, on the tensors it gets; where any of them does not hold, or autograd records, the reference's own ops
+run. Nothing is cached: the vector is formed from the weights at every call, so it is never stale.
+
+Candidates embed this file's functions verbatim after fx_rewrites' (library.py), as they do triton_kernels'.
+"""
+
+import math
+import operator
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+try:                 # in the package; a candidate file holds fx_rewrites' functions above this code
+    from .fx_rewrites import _kg_recording, _kg_users, kg_finish
+except ImportError:
+    pass
+
+_KG_ALG_FUNCTIONS = {operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
+                     torch.true_divide: "div", operator.add: "add", torch.add: "add", operator.sub: "sub",
+                     torch.sub: "sub"}
+_KG_ALG_METHODS = {"mul": "mul", "div": "div", "true_divide": "div", "add": "add", "sub": "sub"}
+_KG_ALG_MATMULS = (torch.matmul, torch.mm, operator.matmul)
+
+
+def _kg_alg_chain(x, w, b, kind, steps, dim, keepdim, mean):
+    """The reference's own ops: the GEMM, the feature-wise steps, the reduction."""
+    y = F.linear(x, w, b) if kind == "linear" else torch.matmul(x, w)
+    for op, a, side in steps:
+        if op == "mul":
+            y = y * a if side == 0 else a * y
+        elif op == "div":
+            y = y / a
+        elif op == "add":
+            y = y + a if side == 0 else a + y
+        else:
+            y = y - a if side == 0 else a - y
+    return y.mean(dim, keepdim=keepdim) if mean else y.sum(dim, keepdim=keepdim)
+
+
+def _kg_alg_ok(x, w, b, kind, steps, dim):
+    """Whether the identity holds exactly as torch broadcasts here: 2-D weights of x's dtype and device, the
+    reduction over the last (feature) dim, each operand a finite number (a non-zero divisor) or a tensor of x's
+    dtype that varies along the features alone (one value, or the features' count along its last dim)."""
+    if not (torch.is_tensor(x) and torch.is_tensor(w)) or not x.is_floating_point() or x.dim() < 1 \
+            or w.dim() != 2 or w.dtype != x.dtype or w.device != x.device or x.numel() == 0:
+        return False
+    k, n = (w.shape[1], w.shape[0]) if kind == "linear" else (w.shape[0], w.shape[1])
+    if x.shape[-1] != k or n == 0:
+        return False
+    if b is not None and (not torch.is_tensor(b) or b.dtype != x.dtype or b.device != x.device
+                          or b.dim() != 1 or b.shape[0] != n):
+        return False
+    if isinstance(dim, (tuple, list)):
+        if len(dim) != 1:
+            return False
+        dim = dim[0]
+    if isinstance(dim, bool) or not isinstance(dim, int) or not (-x.dim() <= dim < x.dim()) \
+            or dim % x.dim() != x.dim() - 1:
+        return False
+    for op, a, side in steps:
+        if torch.is_tensor(a):
+            if a.dtype != x.dtype or a.device != x.device or a.dim() > x.dim() \
+                    or not (a.numel() == 1 or (a.shape[-1] == n and a.numel() == n)):
+                return False
+            if op == "div" and not bool((a != 0).all()):
+                return False
+        elif isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
+                or (op == "div" and a == 0):
+            return False
+    return True
+
+
+def kg_reduced_linear(x, w, b, kind, steps, dim, keepdim, mean):
+    """reduce(steps(gemm(x, w, b)), dim) over the output features as x @ v + c: gemm is F.linear ("linear",
+    w [out, in]) or torch.matmul ("matmul", w [in, out]); steps are (op, operand, side) with op mul, div, add
+    or sub and side 1 where the operand comes first; reduce is a sum, or a mean with `mean`. v = a @ W and
+    c = sum(c_j), where each output feature is a_j * (x @ W^T)_j + c_j after the steps, are formed in the
+    input's dtype at every call. The reference's ops where autograd records or the identity does not hold
+    (kg_alg_ok)."""
+    tensors = [a for _, a, _ in steps if torch.is_tensor(a)]
+    if _kg_recording(x, w, b, *tensors) or not _kg_alg_ok(x, w, b, kind, steps, dim):
+        return _kg_alg_chain(x, w, b, kind, steps, dim, keepdim, mean)
+    n = w.shape[0] if kind == "linear" else w.shape[1]
+    scale, shift = 1.0, (b if b is not None else 0.0)
+    for op, a, side in steps:
+        a = a.reshape(-1) if torch.is_tensor(a) else float(a)
+        if op == "mul":
+            scale, shift = scale * a, shift * a
+        elif op == "div":
+            scale, shift = scale / a, shift / a
+        elif op == "add":
+            shift = shift + a
+        elif side == 0:
+            shift = shift - a
+        else:
+            scale, shift = -scale, a - shift
+    if torch.is_tensor(scale) and scale.numel() == n:
+        v = scale @ w if kind == "linear" else w @ scale
+    else:
+        v = (w.sum(0) if kind == "linear" else w.sum(1)) * scale
+    if torch.is_tensor(shift):
+        c = shift.sum() if shift.numel() == n else shift.reshape(()) * n
+    else:
+        c = shift * n
+    if mean:
+        v, c = v / n, c / n
+    out = torch.matmul(x, v.reshape(-1)) + c
+    return out.unsqueeze(-1) if keepdim else out
+
+
+def _kg_alg_gemm(node, mods):
+    """(kind, x, w, b) of a GEMM node, w and b Nodes (or None): an nn.Linear call (its parameters read with
+    get_attr), F.linear, or a matmul whose second operand is anything (a transposed weight W.T, W.t(),
+    W.transpose(0, 1) is W read as "linear")."""
+    if node.op == "call_module" and type(mods.get(node.target)) is torch.nn.Linear:
+        if len(node.args) != 1 or node.kwargs:
+            return None
+        return "linear", node.args[0], node.target + ".weight", \
+            (node.target + ".bias" if mods[node.target].bias is not None else None)
+    if node.op == "call_function" and node.target is F.linear:
+        if node.kwargs or not 2 <= len(node.args) <= 3:
+            return None
+        return "linear", node.args[0], node.args[1], node.args[2] if len(node.args) == 3 else None
+    if (node.op == "call_function" and node.target in _KG_ALG_MATMULS) or \
+            (node.op == "call_method" and node.target in ("matmul", "mm")):
+        if len(node.args) != 2 or node.kwargs:
+            return None
+        x, w = node.args
+        if isinstance(w, torch.fx.Node) and len(_kg_users(w)) == 1 and (
+                (w.op == "call_function" and w.target is getattr and w.args[1:] in (("T",), ("mT",)))
+                or (w.op == "call_method" and w.target == "t" and len(w.args) == 1)
+                or (w.op == "call_method" and w.target == "transpose" and len(w.args) == 3
+                    and set(w.args[1:]) in ({0, 1}, {-1, -2}))):
+            return "linear", x, w.args[0], None
+        return "matmul", x, w, None
+    return None
+
+
+def _kg_alg_step(node):
+    """mul, div, add or sub for those ops (operator's, torch's or the tensor methods), else None."""
+    if node.op == "call_function":
+        return _KG_ALG_FUNCTIONS.get(node.target)
+    return _KG_ALG_METHODS.get(node.target) if node.op == "call_method" else None
+
+
+def _kg_alg_reduction(node):
+    """(input, dim, keepdim, mean) of torch.sum/torch.mean/x.sum/x.mean over one given dim, else None."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op == "call_function" and node.target not in (torch.sum, torch.mean):
+        return None
+    if node.op not in ("call_method", "call_function") or name not in ("sum", "mean"):
+        return None
+    names = ("input", "dim", "keepdim")
+    if len(node.args) > 3 or set(node.kwargs) - set(names[1:]):
+        return None
+    bound = dict(zip(names, node.args))
+    bound.update(node.kwargs)
+    dim, keepdim = bound.get("dim"), bound.get("keepdim", False)
+    if dim is None or isinstance(keepdim, torch.fx.Node) or isinstance(dim, torch.fx.Node):
+        return None
+    return bound.get("input"), dim, bool(keepdim), name == "mean"
+
+
+def _kg_alg_walk(y, mods, depth=0):
+    """(gemm node, steps from the GEMM on, the step nodes) when y is a GEMM, or a mul/div/add/sub of a value
+    that walks back to one and a number or a Node, each value on the way used once; else None."""
+    if depth > 16 or len(_kg_users(y)) != 1:
+        return None
+    if _kg_alg_gemm(y, mods) is not None:
+        return y, [], []
+    op = _kg_alg_step(y)
+    if op is None or len(y.args) != 2 or y.kwargs:
+        return None
+    for side in (0, 1):
+        prev, a = y.args[side], y.args[1 - side]
+        if not isinstance(prev, torch.fx.Node) or (op == "div" and side == 1) or a is prev:
+            continue
+        found = _kg_alg_walk(prev, mods, depth + 1)
+        if found is not None:
+            gemm, steps, chain = found
+            return gemm, steps + [(op, a, side)], chain + [y]
+    return None
+
+
+def kg_rewrite_reduce_linear(gm):
+    """A GEMM whose output features are summed or averaged (one dim), through mul/div/add/sub by operands
+    from before the GEMM, each value used once on the way: kg_reduced_linear."""
+    mods = dict(gm.named_modules())
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    n = 0
+    for node in list(gm.graph.nodes):
+        red = _kg_alg_reduction(node)
+        if red is None or not isinstance(red[0], torch.fx.Node):
+            continue
+        found = _kg_alg_walk(red[0], mods)
+        if found is None:
+            continue
+        y, steps, chain = found
+        kind, x, w, b = _kg_alg_gemm(y, mods)
+        # an operand must not depend on the GEMM: a parameter, an input, or a value computed before it
+        if any(isinstance(a, torch.fx.Node) and a.op not in ("get_attr", "placeholder") and order[a] > order[y]
+               for _, a, _ in steps):
+            continue
+        with gm.graph.inserting_before(node):
+            w = gm.graph.get_attr(w) if isinstance(w, str) else w
+            b = gm.graph.get_attr(b) if isinstance(b, str) else b
+            new = gm.graph.call_function(kg_reduced_linear, (x, w, b, kind, tuple(steps), red[1],
+                                                             red[2], red[3]))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        for dead in list(reversed(chain)) + [y]:
+            gm.graph.erase_node(dead)
+        gm.graph.eliminate_dead_code()
+        n += 1
+    return kg_finish(gm, n)
+
+
+ALGEBRA_REWRITES = {
+    "reduce-linear": kg_rewrite_reduce_linear,
+}
