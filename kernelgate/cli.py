@@ -16,7 +16,7 @@ from . import __version__, api
 from .config import TimingConfig, gate_config
 from .contract import load as load_contract, parse_domain_flag
 from .errors import KernelgateError
-from .records import BenchResult, Reason, Verdict
+from .records import BenchResult, Reason, Verdict, claim_text
 from .report import UNRELIABLE_SPREAD
 
 
@@ -416,7 +416,7 @@ def format_submission(sub: Any) -> str:
     lines.append(format_verdict(e.verdict))
     if e.accepted and e.timing is not None and e.baseline is not None and e.speedup is not None:
         sp = e.speedup
-        claim = "claimed" if sp.claimed else f"not claimed (CI low {sp.low:.3f} <= {sp.threshold:.3f})"
+        claim = claim_text(sp.to_json())
         lines.append(f"time: {e.timing.median_ms:.4g} ms vs {e.baseline.label} {e.baseline.median_ms:.4g} ms "
                      f"(the run's faster baseline, timed interleaved with it) -> {sp.ratio:.3f}x "
                      f"(95% CI [{sp.low:.3f}, {sp.high:.3f}]), {claim}"

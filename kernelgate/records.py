@@ -189,6 +189,10 @@ class Speedup:
     threshold: float                   # lower bound must exceed this to claim a speedup
     claimed: bool
     flagged: bool = False              # implausibly large: needs review, not counted
+    #: the candidate's call was shorter than the harness's cost, which the judge's clock cannot separate from it:
+    #: the figures compare its time with the harness included against the baseline's call (a lower bound)
+    bounded: bool = False
+    unresolved: bool = False           # the baseline's call is shorter than the harness's cost: never claimed
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -196,6 +200,19 @@ class Speedup:
     @staticmethod
     def from_json(d: dict[str, Any] | None) -> "Speedup | None":
         return None if d is None else Speedup(**d)
+
+
+def claim_text(sp: dict[str, Any]) -> str:
+    """Whether a speedup (Speedup.to_json()) is claimed, and why not, in a few words."""
+    bound = " (the candidate's time with the harness included: a lower bound)" if sp.get("bounded") else ""
+    if sp.get("claimed"):
+        return "claimed" + bound
+    if sp.get("unresolved"):
+        return "not claimed (the baseline's call is shorter than the harness's cost: the clock cannot resolve it)"
+    low, threshold = sp.get("low"), sp.get("threshold")
+    if isinstance(low, (int, float)) and isinstance(threshold, (int, float)):
+        return f"not claimed (CI low {low:.3f} <= {threshold:.3f}){bound}"
+    return "not claimed" + bound
 
 
 @dataclass(frozen=True)
@@ -353,6 +370,10 @@ class OptimizeResult:
 
     @property
     def speedup(self) -> float:
+        """The best's speedup over the faster baseline: the ratio of their medians, or where the best's call is
+        shorter than the harness's cost the claim's lower bound (Speedup.bounded)."""
+        if self.final is not None and self.final.bounded:
+            return self.final.ratio
         return self.baseline_ms / self.best_ms if self.best_ms > 0 else 1.0
 
     def to_json(self) -> dict[str, Any]:
@@ -362,6 +383,7 @@ class OptimizeResult:
             "speedup": self.speedup,
             "speedup_ci": [self.final.low, self.final.high] if self.final else [1.0, 1.0],
             "speedup_claimed": bool(self.final and self.final.claimed),
+            "speedup_bounded": bool(self.final and self.final.bounded),
             "best_strategy": self.best.candidate.strategy if self.best else "baseline:" + self.baseline_kind,
             "best_id": self.best.candidate.id if self.best else None,
             "confirmations": list(self.confirmations),

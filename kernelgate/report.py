@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .records import claim_text
+
 CHECK_TEXT = (
     "Each candidate went through the kernelgate correctness gate in its own process: outputs are compared "
     "with an fp64 oracle of the reference, with a tolerance derived from the reference's own error at the "
@@ -246,6 +248,9 @@ def _summary(result: dict) -> list[str]:
         claimed = ("claimed: the lower bound of the 95% confidence interval clears the threshold"
                    if result.get("speedup_claimed") else
                    "not claimed: the lower bound of the 95% confidence interval does not clear the threshold")
+        if result.get("speedup_bounded"):
+            claimed += ("; the candidate's call is shorter than the harness's cost, so its time includes the "
+                        "harness: the speedup is a lower bound")
         search = _median(_search_ev(result, result.get("best_id"))) if fresh else None
         at = (f" in the fresh confirmation ({_ms(search)} in the search)" if search is not None
               else " in the fresh confirmation" if fresh else "")
@@ -274,10 +279,11 @@ def progress_line(k: int, ev: dict, best: dict | None) -> str:
     t, b = ev.get("timing"), ev.get("baseline")
     if _accepted(ev) and isinstance(t, dict) and sp:
         base = f"{b.get('label') or 'baseline'} {_ms(b.get('median_ms'))}" if isinstance(b, dict) else "baseline -"
-        claim = ("claimed" if sp.get("claimed") else
-                 f"not claimed (CI low {_num(sp.get('low')) or 0:.2f} <= {_num(sp.get('threshold')) or 0:.2f})")
+        claim = claim_text(sp)
         noisy = [x for x in (t, b) if _unreliable(x)]
-        status = (f"{_ms(t.get('median_ms'))} vs {base} = {_ratio(sp.get('ratio'))}, {claim}"
+        with_h = (f" ({_ms((_num(t.get('median_ms')) or 0) + (_num(t.get('harness_ms')) or 0))} with the harness)"
+                  if sp.get("bounded") else "")
+        status = (f"{_ms(t.get('median_ms'))}{with_h} vs {base} = {_ratio(sp.get('ratio'))}, {claim}"
                   + (f", unreliable timing (spread ±{100 * max(x['spread'] for x in noisy):.0f}%)" if noisy else ""))
     elif _accepted(ev):
         status = "accepted, untimed"

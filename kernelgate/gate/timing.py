@@ -3,12 +3,13 @@
 The worker's loop (kernelgate/sandbox/loop.py) takes one step at a time from the judge (fresh inputs from
 a pool entry times a random scale plus noise, an L2 flush on CUDA, the call, a device-wide synchronize);
 the judge's clock around each step (kernelgate/clock.py) is the basis of every claim, less the harness's
-own cost (`harness_cost`, `less_harness`), and a row the clock cannot resolve is never claimed
-(`resolvable`). In-process samples are diagnostics only. The input-building functions both sides run
+own cost (`harness_cost`, `less_harness`); a candidate the clock cannot resolve apart from the harness is
+compared with the harness included (`with_harness`), and a baseline it cannot resolve claims nothing (`resolvable`). In-process samples are diagnostics only. The input-building functions both sides run
 (`fresh`, `rms`, `slot`) live with the loop and are re-exported here.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import weakref
@@ -123,11 +124,29 @@ def noise(t: Timing) -> float:
     return t.round_spread if t.round_spread is not None else t.spread
 
 
+def with_harness(t: Timing) -> Timing:
+    """A row as the judge's clock saw it: the harness's cost subtracted from its samples added back (the
+    candidate's row loses the smaller of the trusted figure and its own process's: measure.py), so each sample is
+    at least the call's own time whatever the harness cost in the candidate's process."""
+    samples = tuple(s + t.harness_ms for s in t.samples_ms)
+    med = quantile(list(samples), 0.5)
+    rs = t.round_spread * t.median_ms / med if t.round_spread is not None and med > 0 else t.round_spread
+    return dataclasses.replace(t, samples_ms=samples, median_ms=med, spread=rel_spread(list(samples)),
+                               harness_ms=0.0, round_spread=rs)
+
+
 def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) -> Speedup:
     """Ratio of medians (baseline / candidate) with a 95% bootstrap interval.
 
     A speedup is claimed only when the interval's lower bound clears 1 + max(3 x noise, 2%) (see noise).
+    A candidate whose call is shorter than the harness's cost (not `resolvable`) is compared with its harness
+    included (`with_harness`, Speedup.bounded): never faster than its call, so the figure is a lower bound on
+    its speedup, which the candidate's process cannot raise by cheapening or slowing the harness. A baseline
+    the clock cannot resolve claims nothing (its call is the difference of two similar numbers).
     """
+    bounded = resolvable(base) and not resolvable(cand)
+    if bounded:
+        cand = with_harness(cand)
     g = torch.Generator().manual_seed(seed)
     b = torch.tensor(base.samples_ms, dtype=torch.float64)
     c = torch.tensor(cand.samples_ms, dtype=torch.float64)
@@ -138,7 +157,7 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) ->
     ratio = base.median_ms / cand.median_ms if cand.median_ms > 0 else math.inf
     threshold = 1 + max(3 * max(noise(base), noise(cand)), 0.02)
     return Speedup(ratio, low, high, threshold, claimed=low > threshold and resolvable(base) and resolvable(cand),
-                   flagged=ratio > IMPLAUSIBLE)
+                   flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base))
 
 
 HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is not claimed

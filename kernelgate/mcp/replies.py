@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..records import claim_text
+
 MAX_CHARS = 8000
 LINE = 240
 CHECKS = 6                           # passing checks kept after the failing one
@@ -123,7 +125,7 @@ def bench_reply(doc: dict[str, Any], reviews: dict[str, dict[str, Any]] | None =
         elif sp:
             lines.append(f"{label}: {r['timing']['median_ms']:.4g} ms, {sp['ratio']:.3f}x over {doc.get('baseline')} "
                          f"(95% CI [{sp['low']:.3f}, {sp['high']:.3f}]), "
-                         + ("claimed" if sp.get("claimed") else f"not claimed (CI low <= {sp['threshold']:.3f})")
+                         + claim_text(sp)
                          + ("; flagged: waits for review" if label in (reviews or {}) else ""))
     if doc.get("status") == "error":
         lines.insert(0, f"ERROR: {line(doc.get('message'))}")
@@ -153,7 +155,7 @@ def submission_reply(doc: dict[str, Any], item: dict[str, Any] | None = None) ->
     if v.get("status") == "accepted" and t and sp and b:
         head += (f" | {t['median_ms']:.4g} ms vs {b['label']} {b['median_ms']:.4g} ms -> {sp['ratio']:.3f}x "
                  f"(95% CI [{sp['low']:.3f}, {sp['high']:.3f}]), "
-                 + ("claimed" if sp.get("claimed") else f"not claimed (CI low <= {sp['threshold']:.3f})"))
+                 + claim_text(sp))
     if item is not None:
         head += f" | flagged: review item {item['id']} ({item['status']})"
     if doc.get("beats_best"):

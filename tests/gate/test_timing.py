@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from kernelgate.gate import timing
+from kernelgate.records import claim_text
 
 
 def _t(label, samples, wall=None):
@@ -58,6 +59,45 @@ def test_a_speedup_over_round_trip_jitter_is_claimed_and_drift_still_bars_one():
     assert not timing.speedup(drifting, cand).claimed
     flat_b, flat_c = (timing.summarize(t.label, list(t.samples_ms), t.wall_ms_per_iter, t.kind) for t in (base, cand))
     assert not timing.speedup(flat_b, flat_c).claimed
+
+
+def _h(label, samples, harness):
+    return timing.summarize(label, samples, sum(samples) / len(samples) + harness, label, harness)
+
+
+def test_a_candidate_shorter_than_the_harness_is_claimed_with_the_harness_included():
+    """A call 20x shorter than the baseline's but shorter than the harness's cost: the judge's clock cannot
+    separate it from the harness, so it is compared with the harness added back (a lower bound: 4.67 ms
+    against 0.22 + 0.5 ms, about 6.5x), claimed, and marked bounded. Before, it was never claimed."""
+    rng = random.Random(4)
+    base = _h("b", [4.67 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(60)], 0.5)
+    cand = _h("c", [0.22 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(60)], 0.5)
+    assert timing.resolvable(base) and not timing.resolvable(cand)
+    s = timing.speedup(base, cand)
+    assert s.bounded and s.claimed and not s.unresolved
+    assert 6.2 < s.ratio < 6.8 < 4.67 / 0.22, s
+    assert "lower bound" in claim_text(s.to_json())
+
+
+def test_a_candidate_row_never_gains_from_the_harness_it_reports():
+    """Whatever harness figure the candidate's row lost (its own process's, at most the trusted one), its
+    bounded time is its judge time: never below its call, so a slow candidate with a cheap harness in its
+    process is not claimed."""
+    rng = random.Random(5)
+    base = _h("b", [1.0 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(60)], 0.9)   # resolvable: 1.0 vs 0.9
+    for own in (0.0, 0.5, 1.5):
+        slow = _h("c", [1.2 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(60)], own)
+        s = timing.speedup(base, slow)
+        assert not s.claimed and s.ratio <= 1.0, (own, s)
+
+
+def test_a_baseline_shorter_than_the_harness_claims_nothing():
+    rng = random.Random(6)
+    base = _h("b", [0.3 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(60)], 1.0)
+    cand = _h("c", [0.01 * (1 + rng.uniform(-0.02, 0.02)) for _ in range(60)], 1.0)
+    s = timing.speedup(base, cand)
+    assert s.unresolved and not s.claimed and not s.bounded
+    assert "cannot resolve" in claim_text(s.to_json())
 
 
 def test_speedup_flags_implausible_ratios():
