@@ -401,7 +401,9 @@ def _queue(args: argparse.Namespace, put: Any) -> None:
     except Exception as e:  # noqa: BLE001 - the result stands; only its review entry is lost
         print(f"  the result could not be queued for review: {type(e).__name__}: {e}", file=sys.stderr)
         return
-    items = list(items.values()) if isinstance(items, dict) else [items] if items else []
+    # queue_bench answers {label: item}; queue_optimize and queue_submission one item (a dict with an id) or None
+    items = [items] if isinstance(items, dict) and "id" in items else \
+        list(items.values()) if isinstance(items, dict) else [items] if items else []
     for item in items:
         print(f"  flagged for review (item {item['id']}): {'; '.join(item['flags'])[:200]}; see kernelgate review",
               file=sys.stderr)

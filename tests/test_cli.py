@@ -355,3 +355,18 @@ def test_the_cli_module_runs_as_the_package_does(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kernelgate.cli", "verify", str(tmp_path / "nope.py"),
                         str(tmp_path / "nope_too.py")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no such" in r.stderr, (r.returncode, r.stderr[-400:])
+
+
+def test_a_flagged_optimize_result_is_announced_for_review(tmp_path, capsys):
+    """optimize queues its kept result as one item (queue_optimize); bench a {label: item} map. A single
+    item was read as such a map and optimize ended in a TypeError after a flagged (>3x) result."""
+    import argparse
+
+    from kernelgate import cli
+    one = {"id": 7, "flags": ["speedup 5.2x above 3x"]}
+    cli._queue(argparse.Namespace(store=str(tmp_path / "s.sqlite")), lambda st, review: one)
+    cli._queue(argparse.Namespace(store=str(tmp_path / "s.sqlite")),
+               lambda st, review: {"cand.py": {"id": 8, "flags": ["implausible"]}})
+    cli._queue(argparse.Namespace(store=str(tmp_path / "s.sqlite")), lambda st, review: None)
+    err = capsys.readouterr().err
+    assert "flagged for review (item 7): speedup 5.2x above 3x" in err and "(item 8): implausible" in err
