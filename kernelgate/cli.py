@@ -402,9 +402,7 @@ def _queue(args: argparse.Namespace, put: Any) -> None:
         print(f"  the result could not be queued for review: {type(e).__name__}: {e}", file=sys.stderr)
         return
     # queue_bench answers {label: item}; queue_optimize and queue_submission one item (a dict with an id) or None
-    items = [items] if isinstance(items, dict) and "id" in items else \
-        list(items.values()) if isinstance(items, dict) else [items] if items else []
-    for item in items:
+    for item in [items] if isinstance(items, dict) and "id" in items else list((items or {}).values()):
         print(f"  flagged for review (item {item['id']}): {'; '.join(item['flags'])[:200]}; see kernelgate review",
               file=sys.stderr)
 
