@@ -120,6 +120,13 @@ static inline float kg_log(float x) {
 static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + kg_exp(-x)); }
 static inline float kg_silu(float x) { return x / (1.0f + kg_exp(-x)); }
 static inline float kg_relu(float x) { return x < 0.0f ? 0.0f : x; }     // NaN stays NaN
+static inline float kg_relu6p3(float x) { const float t = x + 3.0f; return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t); }
+static inline float kg_hardswish(float x) { return x * kg_relu6p3(x) / 6.0f; }
+static inline float kg_hardsigmoid(float x) { return kg_relu6p3(x) / 6.0f; }
+static inline float kg_softplus(float x, float beta, float threshold) {
+    return x * beta > threshold ? x : std::log1p(kg_exp(x * beta)) / beta;
+}
+static inline float kg_mish(float x) { return x * kg_tanh(std::log1p(kg_exp(x))); }
 static inline float kg_gelu(float x) { return x * 0.5f * (1.0f + kg_erf(x * 0.707106781186547524f)); }
 static inline float kg_gelu_tanh(float x) {
     const float inner = 0.797884560802865355f * (x + 0.044715f * (x * x * x));

@@ -25,7 +25,9 @@ _KG_FX_FUNCTIONS = {
     torch.neg: "neg", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh",
     torch.relu: "relu", F.relu: "relu", F.silu: "silu", F.gelu: "gelu", torch.exp: "exp", torch.log: "log",
     torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.abs: "abs", operator.abs: "abs", torch.clamp: "clamp",
-    torch.clip: "clamp", operator.pow: "pow", torch.pow: "pow", torch.square: "square",
+    torch.clip: "clamp", operator.pow: "pow", torch.pow: "pow", torch.square: "square", F.hardswish: "hardswish",
+    F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu", F.softplus: "softplus", F.mish: "mish",
+    F.hardtanh: "hardtanh", F.relu6: "relu6",
 }
 _KG_FX_METHODS = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "true_divide": "div", "neg": "neg",
@@ -33,12 +35,20 @@ _KG_FX_METHODS = {
     "rsqrt": "rsqrt", "abs": "abs", "clamp": "clamp", "clip": "clamp", "pow": "pow", "square": "square",
 }
 _KG_FX_MODULES = ((torch.nn.ReLU, "relu"), (torch.nn.Sigmoid, "sigmoid"), (torch.nn.Tanh, "tanh"),
-                  (torch.nn.SiLU, "silu"), (torch.nn.GELU, "gelu"))
+                  (torch.nn.SiLU, "silu"), (torch.nn.GELU, "gelu"), (torch.nn.Hardswish, "hardswish"),
+                  (torch.nn.Hardsigmoid, "hardsigmoid"), (torch.nn.LeakyReLU, "leaky_relu"),
+                  (torch.nn.Softplus, "softplus"), (torch.nn.Mish, "mish"), (torch.nn.Hardtanh, "hardtanh"),
+                  (torch.nn.ReLU6, "relu6"))
+# recognized as another op of the table: hardtanh and relu6 are clamps (NaN kept, as torch's)
+_KG_FX_AS = {"hardtanh": "clamp", "relu6": "clamp"}
 # argument names after the input, and keyword arguments that may appear with their only accepted value
 _KG_FX_SIGNATURES = {
     "add": (("other",), {"alpha": 1}), "sub": (("other",), {"alpha": 1}), "mul": (("other",), {}),
     "div": (("other",), {"rounding_mode": None}), "clamp": (("min", "max"), {}), "pow": (("exponent",), {}),
     "gelu": (("approximate",), {}), "relu": (("inplace",), {}), "silu": (("inplace",), {}),
+    "hardswish": (("inplace",), {}), "hardsigmoid": (("inplace",), {}), "mish": (("inplace",), {}),
+    "leaky_relu": (("negative_slope", "inplace"), {}), "softplus": (("beta", "threshold"), {}),
+    "hardtanh": (("min_val", "max_val", "inplace"), {}), "relu6": (("inplace",), {}),
 }
 
 
@@ -64,11 +74,8 @@ def _kg_fx_classify(node, mods):
     elif node.op == "call_module":
         m = mods.get(node.target)
         op = next((name for cls, name in _KG_FX_MODULES if type(m) is cls), None)
-        args, kwargs = list(node.args), {}
-        if op == "gelu":
-            kwargs["approximate"] = m.approximate
-        elif op in ("relu", "silu"):
-            kwargs["inplace"] = m.inplace
+        args = list(node.args)
+        kwargs = {k: getattr(m, k) for k in _KG_FX_SIGNATURES.get(op, ((), {}))[0] if hasattr(m, k)}
     else:
         return None
     if op is None or not args:
@@ -103,6 +110,21 @@ def _kg_fx_classify(node, mods):
         if not _kg_fx_number(e) or isinstance(e, bool) or e not in _KG_POW:
             return None
         operands, params = [x], (e,)
+    elif op in ("hardtanh", "relu6"):
+        lo, hi = (bound.get("min_val", -1.0), bound.get("max_val", 1.0)) if op == "hardtanh" else (0.0, 6.0)
+        if not (_kg_fx_number(lo) and _kg_fx_number(hi)) or isinstance(lo, bool) or isinstance(hi, bool) or lo > hi:
+            return None
+        op, operands, params = _KG_FX_AS[op], [x], (float(lo), float(hi))
+    elif op == "leaky_relu":
+        slope = bound.get("negative_slope", 0.01)
+        if not _kg_fx_number(slope) or isinstance(slope, bool):
+            return None
+        operands, params = [x], (float(slope),)
+    elif op == "softplus":
+        beta, threshold = bound.get("beta", 1.0), bound.get("threshold", 20.0)
+        if not all(_kg_fx_number(v) and not isinstance(v, bool) for v in (beta, threshold)) or beta == 0:
+            return None
+        operands, params = [x], (float(beta), float(threshold))
     elif op == "gelu":
         approx = bound.get("approximate", "none")
         if approx not in ("none", "tanh"):

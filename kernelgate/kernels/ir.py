@@ -24,7 +24,7 @@ _KG_POW = (2, 3, -1, -2, 0.5, -0.5, 1)
 _KG_EAGER, _KG_TRITON, _KG_CPP = 0, 1, 2
 
 # op -> (eager, Triton, C++). A template takes the operands' expressions as {0}, {1}; Triton's also the math
-# functions {exp}, {log}, {tanh}, {erf} (libdevice's on a GPU, the interpreter's otherwise, triton_render.py).
+# functions {exp}, {log}, {log1p}, {tanh}, {erf} (libdevice's on a GPU, the interpreter's otherwise, triton_render.py).
 # pow has a template per exponent in _KG_POW; clamp one per bound ({b}: the bound's literal), the lower one
 # applied first (NaN kept, as torch.clamp). C++ math functions kg_* are cpp_render.py's prelude. Both
 # languages compute in fp32, one rounding per op as torch's kernels do (no contraction, no fast math).
@@ -48,6 +48,16 @@ _KG_OPS = {
     "rsqrt": (torch.rsqrt, "tl.div_rn(1.0, tl.sqrt_rn({0}))", "(1.0f / std::sqrt({0}))"),
     "abs": (torch.abs, "tl.abs({0})", "std::fabs({0})"),
     "square": (torch.square, "{0} * {0}", "({0} * {0})"),
+    # params as {p0}, {p1} (the renderer's literals): leaky_relu's slope; softplus's beta and threshold
+    "leaky_relu": (F.leaky_relu, "tl.where({0} > 0.0, {0}, {0} * {p0})", "({0} > 0.0f ? {0} : {0} * {p0})"),
+    "softplus": (F.softplus, "tl.where({0} * {p0} > {p1}, {0}, tl.div_rn({log1p}({exp}({0} * {p0})), {p0}))",
+                 "kg_softplus({0}, {p0}, {p1})"),
+    "mish": (F.mish, "{0} * {tanh}({log1p}({exp}({0})))", "kg_mish({0})"),
+    # x * relu6(x + 3) / 6 and relu6(x + 3) / 6, NaN kept (torch's min/max order)
+    "hardswish": (F.hardswish, "tl.div_rn({0} * tl.where({0} + 3.0 < 0.0, 0.0, tl.where({0} + 3.0 > 6.0, 6.0, "
+                  "{0} + 3.0)), 6.0)", "kg_hardswish({0})"),
+    "hardsigmoid": (F.hardsigmoid, "tl.div_rn(tl.where({0} + 3.0 < 0.0, 0.0, tl.where({0} + 3.0 > 6.0, 6.0, "
+                    "{0} + 3.0)), 6.0)", "kg_hardsigmoid({0})"),
     "clamp": (torch.clamp,
               ("tl.where({0} < {b}, {b}, {0})", "tl.where({0} > {b}, {b}, {0})"),
               ("({0} < {b} ? {b} : {0})", "({0} > {b} ? {b} : {0})")),
@@ -72,8 +82,8 @@ def _kg_ir_code(op, args, params, column, literal, **math):
                 y = bound_template.format(y, b=literal(bound))
         return y
     if op == "pow":
-        template = template[params[0]]
-    return template.format(*args, **math)
+        return template[params[0]].format(*args, **math)
+    return template.format(*args, **math, **{f"p{k}": literal(v) for k, v in enumerate(params)})
 
 
 def _kg_ir_eval(program, vals):

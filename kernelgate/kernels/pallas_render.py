@@ -86,6 +86,17 @@ def _kg_pl_op(j, op, a, params):
         return x * 0.5 * jnp.where(x < 0.0, c, 2.0 - c)
     if op == "gelu_tanh":
         return 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+    if op == "leaky_relu":
+        return jnp.where(x > 0.0, x, x * float(params[0]))
+    if op == "softplus":
+        beta, threshold = float(params[0]), float(params[1])
+        return jnp.where(x * beta > threshold, x, jnp.log1p(jnp.exp(x * beta)) / beta)
+    if op == "mish":
+        return x * jnp.tanh(jnp.log1p(jnp.exp(x)))
+    if op in ("hardswish", "hardsigmoid"):
+        t = x + 3.0
+        t = jnp.where(t < 0.0, 0.0, jnp.where(t > 6.0, 6.0, t))
+        return (x * t if op == "hardswish" else t) / 6.0
     if op in ("exp", "log", "tanh", "sqrt", "abs"):
         return getattr(jnp, op)(x)
     if op == "rsqrt":

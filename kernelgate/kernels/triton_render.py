@@ -29,7 +29,8 @@ else:
 
 # accurate math on the GPU (libdevice, as torch's own kernels), numpy's in the interpreter
 _KG_TF_MATH = {"exp": ("libdevice.exp", "tl.exp"), "log": ("libdevice.log", "tl.log"),
-               "erf": ("libdevice.erf", "tl.erf"), "tanh": ("libdevice.tanh", "_kg_tf_tanh")}
+               "erf": ("libdevice.erf", "tl.erf"), "tanh": ("libdevice.tanh", "_kg_tf_tanh"),
+               "log1p": ("libdevice.log1p", "_kg_tf_log1p")}
 
 _KG_TF_HEADER = '''import triton
 import triton.language as tl
@@ -46,6 +47,16 @@ def _kg_tf_tanh(x):
                                                                                        + x2 * 0.021869488536155203))))
     t = tl.where(ax < 0.25, small, big)
     return tl.where(x < 0.0, -t, t)
+
+
+@triton.jit
+def _kg_tf_log1p(x):
+    # the interpreter has no log1p: log(u) * x / (u - 1) with u = 1 + x rounded (exact where u - 1 is x), x itself
+    # where u rounds to 1, u where it is infinite
+    u = 1.0 + x
+    d = u - 1.0
+    r = tl.where(d == 0.0, x, tl.log(u) * tl.div_rn(x, tl.where(d == 0.0, 1.0, d)))
+    return tl.where(u == float("inf"), u, r)
 
 '''
 

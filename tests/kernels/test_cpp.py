@@ -268,7 +268,8 @@ def test_numbers_a_float32_kernel_cannot_hold_stay_torch():
 def test_every_op_has_a_cpp_expression():
     assert {op for op in _KG_OPS if _KG_OPS[op][2] is None} == set()
     program = tuple((op, ("i0",) if op not in ("add", "sub", "mul", "div") else ("i0", 1.5),
-                     {"clamp": (-1.0, 1.0), "pow": (2,)}.get(op, ())) for op in _KG_OPS)
+                     {"clamp": (-1.0, 1.0), "pow": (2,), "leaky_relu": (0.2,), "softplus": (2.0, 3.0)}.get(op, ()))
+                    for op in _KG_OPS)
     x = torch.rand(5000) + 0.5
     for k in range(len(program)):
         one = program[k:k + 1]

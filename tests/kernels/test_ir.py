@@ -13,6 +13,7 @@ from kernelgate.kernels.ir import _KG_CPP, _KG_IR_IDENTITY, _KG_OPS, _KG_POW, _K
 def test_the_table_holds_every_op_the_recognizer_makes_in_every_column():
     made = set(fx._KG_FX_FUNCTIONS.values()) | set(fx._KG_FX_METHODS.values()) | {n for _, n in fx._KG_FX_MODULES}
     made |= {"gelu_tanh"}                                      # gelu(approximate="tanh")
+    made = {fx._KG_FX_AS.get(op, op) for op in made}           # hardtanh, relu6: clamps
     assert made == set(_KG_OPS)
     for op, (eager, triton, cpp) in _KG_OPS.items():
         assert callable(eager) and triton and cpp, op
@@ -33,6 +34,8 @@ def test_expressions_come_from_the_column():
     assert _kg_ir_code("clamp", ["a"], (1, 2), _KG_CPP, lit) == "((a < <1> ? <1> : a) > <2> ? <2> : (a < <1> ? <1> : a))"
     assert _kg_ir_code("clamp", ["a"], (None, 2), _KG_TRITON, lit) == "tl.where(a > <2>, <2>, a)"
     assert _kg_ir_code("clamp", ["a"], (1, None), _KG_TRITON, lit) == "tl.where(a < <1>, <1>, a)"
+    # other params by position: leaky_relu's slope
+    assert _kg_ir_code("leaky_relu", ["a"], (0.2,), _KG_CPP, lit) == "(a > 0.0f ? a : a * <0.2>)"
 
 
 def test_eval_replays_the_program_with_torch():
@@ -49,11 +52,12 @@ def test_eval_replays_the_program_with_torch():
 @pytest.mark.parametrize("op", sorted(_KG_OPS))
 def test_eager_column_is_the_torch_op(op):
     x = torch.rand(8) + 0.5
-    params = {"clamp": (0.7, 1.2), "pow": (-2,)}.get(op, ())
+    params = {"clamp": (0.7, 1.2), "pow": (-2,), "leaky_relu": (0.2,), "softplus": (2.0, 1.5)}.get(op, ())
     operands = (x, 1.5) if op in ("add", "sub", "mul", "div") else (x,)
     want = {"add": x + 1.5, "sub": x - 1.5, "mul": x * 1.5, "div": x / 1.5, "neg": -x, "sigmoid": torch.sigmoid(x),
             "silu": F.silu(x), "relu": torch.relu(x), "gelu": F.gelu(x), "gelu_tanh": F.gelu(x, approximate="tanh"),
             "exp": torch.exp(x), "log": torch.log(x), "tanh": torch.tanh(x), "sqrt": torch.sqrt(x),
             "rsqrt": torch.rsqrt(x), "abs": torch.abs(x), "square": x * x, "clamp": torch.clamp(x, 0.7, 1.2),
-            "pow": x ** -2}[op]
+            "pow": x ** -2, "leaky_relu": F.leaky_relu(x, 0.2), "softplus": F.softplus(x, 2.0, 1.5),
+            "mish": F.mish(x), "hardswish": F.hardswish(x), "hardsigmoid": F.hardsigmoid(x)}[op]
     assert torch.equal(_KG_OPS[op][0](*operands, *params), want)

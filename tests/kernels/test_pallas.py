@@ -76,6 +76,8 @@ def test_every_ir_op_matches_torch_in_one_pointwise_kernel(ran):
             h = add("add", (h, y))
         elif op == "exp":
             h = add("exp", (add("clamp", (h,), (None, 4.0)),))
+        elif op in ("leaky_relu", "softplus"):
+            h = add(op, (h,), (0.2,) if op == "leaky_relu" else (2.0, 3.0))
         else:
             h = add(op, (h,))
     prog = tuple(prog)

@@ -117,6 +117,8 @@ class Ops(nn.Module):
         super().__init__()
         self.relu, self.silu, self.gelu = nn.ReLU(), nn.SiLU(), nn.GELU(approximate="tanh")
         self.sig, self.tanh = nn.Sigmoid(), nn.Tanh()
+        self.acts = nn.ModuleList([nn.Hardswish(), nn.Hardsigmoid(), nn.LeakyReLU(0.1), nn.Softplus(2.0, 3.0),
+                                   nn.Mish(), nn.Hardtanh(-0.5, 0.8), nn.ReLU6()])
         self.w = nn.Parameter(torch.rand(16) + 0.5)
 
     def forward(self, x):
@@ -128,7 +130,11 @@ class Ops(nn.Module):
         f = x ** 2 + torch.pow(x, 3) + (x.abs() + 1).pow(-1) + (x.abs() + 1) ** 0.5 + torch.square(x) + x.pow(-2)
         g = torch.sigmoid(x) + self.sig(x) + x.sigmoid() + torch.tanh(x * 3) + self.tanh(x) + x.tanh() + x.exp()
         h = torch.add(x, 1) - torch.sub(x, 2) + torch.mul(x, self.w) + torch.div(x, 4) + x.div(self.w) + (-x) + 2 - x
-        return (a + b + c + d) * 0.25 + (e + f + g + h).neg() / 3
+        k = F.hardswish(x) + F.hardsigmoid(x) + F.leaky_relu(x, 0.3) + F.softplus(x) + F.softplus(x, 0.5, 2.0) \
+            + F.mish(x) + F.hardtanh(x) + F.relu6(x * 4) + F.leaky_relu(x)
+        for act in self.acts:
+            k = k + act(x)
+        return (a + b + c + d) * 0.25 + (e + f + g + h).neg() / 3 + k
 
 
 def test_every_op_matches_torch(dev, launches):
