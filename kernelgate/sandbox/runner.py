@@ -166,14 +166,18 @@ JAX_SETTLE_S = 0.05
 
 
 def _gone(states: Callable[[], int], base: int, window: float, now: Callable[[], float],
-          pause: Callable[[float], None]) -> bool:
+          pause: Callable[[float], None], foreign: Callable[[], bool]) -> bool:
     """Whether the interpreter's thread states come back to `base` within `window` seconds (pausing, so a thread
-    waiting for the GIL gets it); False at once for a window of 0."""
+    waiting for the GIL gets it) with no Python frame on another thread at any look (`foreign`: the pauses hand
+    the GIL over, and a thread could run Python there and let its state go by the end: red team 49); False at
+    once for a window of 0."""
     if window <= 0:
         return False
     end = now() + window
     while now() < end:
         pause(0.0005)
+        if foreign():
+            return False
         if states() <= base:
             return True
     return False
@@ -239,10 +243,19 @@ def start(stack_bytes: int, fatal: Callable[[str], None]) -> tuple[Callable[...,
                     _fatal("kernelgate ended the worker: Python code ran on a thread of the worker's other than the "
                            "gate's own after the lockdown (a callback from native code on a library's thread)")
             # one with no frame (a chain of C callables run by native code, red team 19) still holds a thread state
-            if _states is not None and _states() > _guard[4] and not _gone(_states, _guard[4], _guard[5], _now,
-                                                                          _pause):
-                _fatal("kernelgate ended the worker: a thread of the worker's other than the gate's own holds "
-                       "Python state after the lockdown (native code runs Python on a library's thread)")
+            if _states is not None and _states() > _guard[4]:
+                def foreign(_guard=_guard, _frames=_frames, _me=_me, _main=_main, _trash=_trash, _ident=_ident):
+                    seen = _guard[0]("sys._current_frames", _frames)
+                    seen.pop(_me(), None)
+                    seen.pop(_main, None)
+                    _trash.append(seen)
+                    for k in seen:              # no builtins looked up here (tests/sandbox/test_audit.py)
+                        if k != _ident:
+                            return True
+                    return False
+                if not _gone(_states, _guard[4], _guard[5], _now, _pause, foreign):
+                    _fatal("kernelgate ended the worker: a thread of the worker's other than the gate's own holds "
+                           "Python state after the lockdown (native code runs Python on a library's thread)")
         f = frames.get(_ident)
         if f is None:
             return True

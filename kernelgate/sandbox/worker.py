@@ -145,8 +145,8 @@ class Harness:
             self.guard.install()
             self.guard.watch(*harness_namespaces(__name__), (torch._C._len_torch_function_stack,
                                                        torch._C._len_torch_dispatch_stack))
-            self.arm(self.guard.own, self.guard.integrity, self.enforce,
-                     runner.JAX_SETTLE_S if getattr(self, "jax_primed", False) else 0.0)
+            self.arm(self.guard.own, self.guard.integrity, self.enforce, runner.JAX_SETTLE_S if getattr(
+                self, "jax_primed", False) and self.device.startswith("cuda") else 0.0)   # measured on the GPU
             self.guard.seal()           # this thread is the harness's from here on (kernelgate/sandbox/guard.py)
         self.model = self.call(jobs.construct, (msg["path"], msg.get("cls") or CANDIDATE_CLASS,
                                                 msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),

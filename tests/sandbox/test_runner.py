@@ -235,3 +235,15 @@ def test_a_thread_state_that_stays_past_the_window_ends_the_worker():
     assert ended and "holds Python state" in ended[0]
     assert time.monotonic() - t0 < 0.9
     time.sleep(1.1)
+
+
+def test_python_on_another_thread_during_the_settle_window_ends_it():
+    """The window's pauses hand the GIL over: a thread could run Python there and let its state go by the end
+    (red team 49). Every look in the window also looks for frames on other threads."""
+    clock, states = iter(range(100)), iter([3, 3, 2])
+    looks = iter([False, True])
+    assert not runner._gone(lambda: next(states), 2, 50, lambda: next(clock) * 0.001, lambda s: None,
+                            lambda: next(looks))
+    clock, states = iter(range(100)), iter([3, 2])
+    assert runner._gone(lambda: next(states), 2, 50, lambda: next(clock) * 0.001, lambda s: None, lambda: False)
+    assert not runner._gone(lambda: 2, 2, 0.0, lambda: 0.0, lambda s: None, lambda: False)   # no window
