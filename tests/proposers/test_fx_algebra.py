@@ -210,3 +210,43 @@ def get_init_inputs():
         torch.testing.assert_close(m(x), model(x), rtol=1e-5, atol=1e-4)
     (gm,) = [v for k, v in vars(m).items() if k.startswith("_kg_gm_")]
     assert "kg_reduced_linear" in gm.code
+
+
+class Triangles(torch.nn.Module):                   # the kept triangle of a product, by function and by method
+    def forward(self, a, b):
+        return torch.tril(torch.matmul(a, b)), (a @ b).triu(1), torch.tril(a @ b, diagonal=-5)
+
+
+def test_the_kept_triangle_of_a_product_is_computed_alone_and_exactly():
+    gm = R.kg_trace(Triangles())
+    assert A.kg_rewrite_triangular_matmul(gm) == 3
+    assert "kg_tri_matmul" in gm.code and "matmul" not in gm.code.replace("kg_tri_matmul", "")
+    for m, k, n in ((96, 40, 96), (130, 64, 70), (40, 8, 200)):
+        a, b = torch.randn(m, k, dtype=torch.float64), torch.randn(k, n, dtype=torch.float64)
+        for got, want in zip(gm(a, b), Triangles()(a, b)):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_triangle_runs_the_references_ops_where_it_does_not_apply():
+    a, b = torch.randn(3, 40, 8), torch.randn(8, 40)              # batched: not 2-D
+    torch.testing.assert_close(A.kg_tri_matmul(a, b, True), torch.tril(a @ b), rtol=0, atol=0)
+    a, b = torch.randn(6, 8), torch.randn(8, 6)                   # fewer rows than blocks
+    torch.testing.assert_close(A.kg_tri_matmul(a, b, False, 2), torch.triu(a @ b, 2), rtol=0, atol=0)
+    a = torch.randn(64, 16, requires_grad=True)                   # autograd records: the reference's ops
+    b = torch.randn(16, 64)
+    A.kg_tri_matmul(a, b, True).sum().backward()
+    torch.testing.assert_close(a.grad, torch.tril(torch.ones(64, 64)) @ b.t())
+
+
+def test_the_library_proposes_the_triangle():
+    ctx = Context("", "Model", "cuda", "test", Contract(), analyse(Triangles(), None, REWRITE_FNS), (), {})
+    assert ctx.graph.patterns["triangular-matmul"] == 3
+    assert {s.name for s in STRATEGIES if s.applies(ctx)} >= {"rewrite:triangular-matmul"}
+
+
+def test_a_triangle_of_something_else_is_not_rewritten():
+    class Other(torch.nn.Module):
+        def forward(self, a, b):
+            y = a @ b
+            return torch.tril(y + 1), torch.triu(torch.relu(a)), torch.tril(y) + y   # y used twice
+    assert A.kg_rewrite_triangular_matmul(R.kg_trace(Other())) == 0

@@ -1,5 +1,8 @@
 """Algebraic rewrites above the kernel: identities that remove work rather than do it faster.
 
+The kept triangle of a matrix product (tril/triu of a matmul) needs only the products inside it: computed by row
+blocks over the columns kept, about half the GEMM's work.
+
 A linear map whose output features are summed or averaged, through feature-wise scales and shifts, is one
 matrix-vector product: sum_j (a_j * (x @ W^T)_j + c_j) = x @ (a @ W) + sum(c). The GEMM's work (batch x in x
 out) becomes a pass over W and one over x. Every decision that depends on shapes and dtypes is taken at the
@@ -221,6 +224,72 @@ def kg_rewrite_reduce_linear(gm):
     return kg_finish(gm, n)
 
 
+# ---------------------------------------------------------------- the kept triangle of a matrix product
+
+_KG_ALG_TRI_ROWS = 16          # row blocks: the products computed cover about (blocks + 1) / (2 blocks) of the GEMM
+
+
+def _kg_alg_tri_chain(a, b, lower, diagonal):
+    y = torch.matmul(a, b)
+    return torch.tril(y, diagonal) if lower else torch.triu(y, diagonal)
+
+
+def kg_tri_matmul(a, b, lower, diagonal=0):
+    """tril(a @ b, diagonal) (or triu with lower False) computing only the products the kept triangle needs: the
+    output in row blocks, each block's product over the columns the triangle keeps there (the library's own
+    GEMM, so each element is the same dot product), then the triangle taken. The reference's ops for anything
+    but 2-D floating matrices of one dtype and device, and where autograd records."""
+    if _kg_recording(a, b) or not (torch.is_tensor(a) and torch.is_tensor(b)) or a.dim() != 2 or b.dim() != 2 \
+            or not a.is_floating_point() or a.dtype != b.dtype or a.device != b.device or a.shape[1] != b.shape[0] \
+            or isinstance(diagonal, bool) or not isinstance(diagonal, int) or a.shape[0] < 2 * _KG_ALG_TRI_ROWS:
+        return _kg_alg_tri_chain(a, b, lower, diagonal)
+    m, n = a.shape[0], b.shape[1]
+    out = torch.zeros(m, n, dtype=a.dtype, device=a.device)
+    step = -(-m // _KG_ALG_TRI_ROWS)
+    for r0 in range(0, m, step):
+        r1 = min(m, r0 + step)
+        c0, c1 = (0, min(n, r1 + diagonal)) if lower else (max(0, r0 + diagonal), n)
+        if c1 > c0:
+            torch.mm(a[r0:r1], b[:, c0:c1], out=out[r0:r1, c0:c1])
+    return out.tril_(diagonal) if lower else out.triu_(diagonal)
+
+
+def _kg_alg_tri(node):
+    """(input, lower, diagonal) of torch.tril/torch.triu/x.tril()/x.triu() with a literal diagonal, else None."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op == "call_function" and node.target not in (torch.tril, torch.triu):
+        return None
+    if node.op not in ("call_method", "call_function") or name not in ("tril", "triu") or len(node.args) > 2 \
+            or set(node.kwargs) - {"diagonal"}:
+        return None
+    diagonal = node.kwargs.get("diagonal", node.args[1] if len(node.args) > 1 else 0)
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int) or not node.args:
+        return None
+    return node.args[0], name == "tril", diagonal
+
+
+def kg_rewrite_triangular_matmul(gm):
+    """tril/triu of a matmul of two values (the product used there only): kg_tri_matmul."""
+    n = 0
+    for node in list(gm.graph.nodes):
+        tri = _kg_alg_tri(node)
+        if tri is None or not isinstance(tri[0], torch.fx.Node):
+            continue
+        y = tri[0]
+        if len(_kg_users(y)) != 1 or y.kwargs or len(y.args) != 2 or not (
+                (y.op == "call_function" and y.target in _KG_ALG_MATMULS)
+                or (y.op == "call_method" and y.target in ("matmul", "mm"))):
+            continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(kg_tri_matmul, (y.args[0], y.args[1], tri[1], tri[2]))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(y)
+        n += 1
+    return kg_finish(gm, n)
+
+
 ALGEBRA_REWRITES = {
     "reduce-linear": kg_rewrite_reduce_linear,
+    "triangular-matmul": kg_rewrite_triangular_matmul,
 }

@@ -125,6 +125,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("rewrite:merge-linear", "merge-linear", "consecutive linear maps merged into one"),
     _rewrite("rewrite:reduce-linear", "reduce-linear", "a linear map whose output features are summed or averaged "
              "(through feature-wise scales and shifts) as one matrix-vector product"),
+    _rewrite("rewrite:triangular-matmul", "triangular-matmul", "the kept triangle of a matrix product (tril/triu "
+             "of a matmul) computed by row blocks over the columns it keeps: about half the GEMM"),
     _rewrite("rewrite:activation-idioms", "activation-idioms",
              "activations written out (x * sigmoid(x), the tanh form of GELU) as the library's one-kernel versions"),
     _rewrite("triton:softmax", "triton-softmax", "one-program-per-row Triton softmax (exp2, max subtraction)",
@@ -203,7 +205,7 @@ STRATEGIES: tuple[Strategy, ...] = (
 # lead; runtime configurations, which torch.compile (a baseline) already covers in part, come last.
 PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
-    "rewrite:sdpa": 2.0, "rewrite:reduce-linear": 2.0, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
+    "rewrite:sdpa": 2.0, "rewrite:reduce-linear": 2.0, "rewrite:triangular-matmul": 1.6, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
