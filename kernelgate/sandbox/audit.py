@@ -94,6 +94,7 @@ class Hook:
 def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozenset[str], protected: tuple[str, ...],
          generated: frozenset[int], deny: dict[str, str], global_reach: frozenset[str], frame_attrs: frozenset[str],
          pool_symbols: tuple[str, ...] = (), callback_symbols: frozenset[str] = frozenset(),
+         libc_symbols: frozenset[str] = frozenset(),
          system_libs: tuple[str, ...], dll_types: tuple[type, ...], hint: Callable[[str], str], enforce: bool, denied: list[str],
          fatal: Callable[[str], None], denied_type: type) -> Hook:
     """The hook over frozen copies of its tables. `denied` is the record (appended to); `fatal`, once the harness
@@ -430,6 +431,10 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
                 # function pointer on a thread it already has (an OpenMP team's docked worker: red team 18,
                 # `omp_team_hijack`; a CUDA host function) runs candidate code beside the harness, no new thread
                 return "!the runtime's " + sym + ", which runs code on the threads of its pools (ctypes)"
+            if _type(sym) is _str and sym.partition("@")[0] in libc_symbols:
+                # a lookup through any library also searches its dependencies: libm's `syscall` is the C library's
+                # (red team 48), libm's `mallopt` the allocator's (red team 49)
+                return "the C library's " + sym + ", through whichever library it is looked up (ctypes)"
             lib = args[0] if args else None
             if not one_of(_type(lib), dll_types):      # a subclass's attributes could run its code
                 return "a symbol through a library object of type " + _type_qualname(_type(lib)) + " (ctypes)"

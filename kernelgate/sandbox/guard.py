@@ -90,6 +90,16 @@ _POOL_SYMBOLS = ("GOMP_", "omp_", "kmp_", "__kmpc_", "ompt_", "GOMPX_")
 _CALLBACK_SYMBOLS = frozenset({"cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cudaLaunchHostFunc",
                                "cudaLaunchHostFunc_ptsz", "cuStreamAddCallback", "cuStreamAddCallback_ptsz",
                                "cudaStreamAddCallback", "cudaStreamAddCallback_ptsz"})
+#: the C library's functions that reach past a library of one's own (raw system calls, memory maps and protection,
+#: the allocator's settings, processes, signals, threads, scheduling, dynamic loading), refused through any library:
+#: a lookup also searches a library's dependencies (red team 48: `ctypes.CDLL("libm.so.6").syscall`)
+_LIBC_SYMBOLS = frozenset({
+    "syscall", "mallopt", "malloc_trim", "mprotect", "pkey_mprotect", "mmap", "mmap64", "munmap", "mremap",
+    "madvise", "ptrace", "process_vm_readv", "process_vm_writev", "kill", "tkill", "tgkill", "sigqueue",
+    "pthread_kill", "pthread_create", "fork", "vfork", "clone", "clone3", "execve", "execv", "execvp", "system",
+    "popen", "posix_spawn", "posix_spawnp", "prctl", "setrlimit", "prlimit", "prlimit64", "sched_setaffinity",
+    "sched_setattr", "sched_setscheduler", "pthread_setaffinity_np", "setpriority", "sigaction", "signal",
+    "dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dlinfo", "memcpy", "memmove", "memset"})
 _PROTECTED = ("torch", "triton", "kernelgate", "builtins")
 
 
@@ -263,6 +273,7 @@ class Guard:
             trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,
             generated=self._generated, deny=dict(_DENY_ALWAYS), global_reach=_GLOBAL_REACH, frame_attrs=_FRAME_ATTRS,
             system_libs=_SYSTEM_LIBS, pool_symbols=_POOL_SYMBOLS, callback_symbols=_CALLBACK_SYMBOLS,
+            libc_symbols=_LIBC_SYMBOLS,
             dll_types=(ctypes.CDLL, ctypes.PyDLL), hint=self._hint, enforce=self.enforce,
             denied=self.denied, fatal=self._fatal, denied_type=Denied)
         sys.addaudithook(self._hook.hook)

@@ -41,6 +41,8 @@ def _run(tmp_path: Path, candidate: str, driver: str) -> str:
     "__import__('ctypes').pythonapi.PyFrame_LocalsToFast",
     "__import__('ctypes').c_int.from_address(id(1))",
     "__import__('ctypes').CDLL('libc.so.6').memcpy",
+    "__import__('ctypes').CDLL('libm.so.6').syscall",      # the C library's, through libm's dependencies (rt 48)
+    "__import__('ctypes').CDLL('libm.so.6').mallopt",      # the allocator's settings (red team 49)
     "setattr(getattr(torch.nn.functional.relu, '__wrapped__', torch.nn.functional.relu), '__code__', (lambda: 0).__code__)",
     "exec(compile('x = 1', torch.__file__, 'exec'), {})",
     "(lambda: 0).__code__.replace(co_filename=torch.__file__)",
