@@ -100,8 +100,9 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     sends and times until the worker's answer (its commitment to the output), so the per-iteration time
     is the judge's; the harness's own cost (round trip, input building, L2 flush, checks, digests),
     measured the same way in a baseline's worker with a stand-in output, is subtracted from every row
-    (from a candidate's, the smaller of that and its own process's harness figure); a row whose harness
-    is most of its time is never claimed (timing.resolvable).
+    (from a candidate's, the smaller of that and its own process's harness figure); a candidate row whose
+    harness is most of its time is compared with its harness included, a baseline's claims nothing
+    (timing.resolvable, timing.with_harness).
     After a candidate's batch, the judge decides with its own randomness whether and which of its
     outputs to re-check. In-process samples are kept as diagnostics."""
     rng = torch.Generator().manual_seed(secrets.randbits(62))

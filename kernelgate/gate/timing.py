@@ -160,14 +160,15 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) ->
                    flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base))
 
 
-HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is not claimed
+HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is unresolved
 
 
 def resolvable(t: Timing) -> bool:
     """Whether the judge's clock resolves this row: its per-call figure is the judge's time less the
     harness's, so where the harness is most of the time (a call far cheaper than building its inputs and
     digesting its outputs) the difference is noise, and a candidate that made its own harness cheaper
-    could look faster; such a row's speedup is shown, never claimed."""
+    could look faster: such a candidate is compared with its harness included (`with_harness`), and such a
+    baseline claims nothing (`speedup`)."""
     return t.harness_ms <= HARNESS_SHARE * (t.median_ms + t.harness_ms)
 
 
