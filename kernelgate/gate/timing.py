@@ -4,7 +4,8 @@ The worker's loop (kernelgate/sandbox/loop.py) takes one step at a time from the
 a pool entry times a random scale plus noise, an L2 flush on CUDA, the call, a device-wide synchronize);
 the judge's clock around each step (kernelgate/clock.py) is the basis of every claim, less the harness's
 own cost (`harness_cost`, `less_harness`); a candidate the clock cannot resolve apart from the harness is
-compared with the harness included (`with_harness`), and a baseline it cannot resolve claims nothing (`resolvable`). In-process samples are diagnostics only. The input-building functions both sides run
+compared with the harness included (`with_harness`), and a baseline it cannot resolve claims nothing
+(`resolvable`). In-process samples are diagnostics only. The input-building functions both sides run
 (`fresh`, `rms`, `slot`) live with the loop and are re-exported here.
 """
 from __future__ import annotations
