@@ -15,7 +15,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from .. import clock, digest, workload
+from .. import clock, digest, native, workload
 from ..config import GateConfig
 from ..oracle import Runs
 from ..records import Check, Reason
@@ -200,7 +200,8 @@ class Session:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
         with self.phase("worker start"):        # a spare started ahead has (part of) this behind it
-            self.request({"op": "prime", "device": t.device, "jax": uses_jax(self.cand.path)},
+            self.request({"op": "prime", "device": t.device, "jax": uses_jax(self.cand.path),
+                          "native": native.ensure()},      # the harness's C mixes (kernelgate/native.py)
                          self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import clock
+from .. import clock, native
 from . import handle
 
 SCALE_RANGE = (0.75, 1.33)
@@ -109,6 +109,12 @@ def _splitmix(z: int) -> int:
     return z ^ (z >> 31)
 
 
+def _noise_ab(seed: int) -> tuple[int, int]:
+    """The odd multiplier and the offset of `cpu_noise_bytes`'s words for a seed."""
+    z = _splitmix(seed)
+    return (z & _MASK31) | 1, (z >> 32) & _MASK31
+
+
 def cpu_noise_bytes(n: int, seed: int) -> torch.Tensor:
     """`n` pseudo-random bytes (uint8) from `seed`, on the CPU, for a fraction of randn's cost (randn, a
     single-threaded generator, took 18-27 ms for 4M values on a 2-core CPU: most of the harness's
@@ -118,8 +124,7 @@ def cpu_noise_bytes(n: int, seed: int) -> torch.Tensor:
     seed (so one seed's words are no shift of another's), read as four bytes. Deterministic and the same
     in the judge and the worker (the same torch ops on the same device type)."""
     m = max(-(-n // 4), 1)
-    z = _splitmix(seed)
-    a, b = ((z & _MASK31) | 1), (z >> 32) & _MASK31
+    a, b = _noise_ab(seed)
     x = torch.arange(m, dtype=torch.int32)
     x.mul_(a).add_(b)
     x.bitwise_xor_((x >> 16).bitwise_and_(0xFFFF)).mul_(0x85EBCA6B - (1 << 32))
@@ -236,7 +241,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
             top = torch.finfo(x.dtype).max if x.is_floating_point() else 127.0
             dst.copy_((x.float() * s + noise * (NOISE * r)).clamp(-top, top).to(x.dtype))
         elif ok and g is None:                  # CPU: the bytes cast into the buffer, scaled there, x * s added
-            dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
+            if not native.noise_floats(dst, *_noise_ab(_seed_of(seed, k))):     # the same values, in one C pass
+                dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
             dst.sub_(MID).mul_(UNIT * NOISE * r).add_(x, alpha=s)
         elif ok:
             noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)

@@ -19,6 +19,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
+from .. import native  # noqa: E402
 from ..digest import digests, positionals  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
 from . import audit, caller, handle, history, ipc, jobs, loop, prebuild, public, runner  # noqa: E402
@@ -43,10 +44,8 @@ class Harness:
         self.conn = conn
         self.model: torch.nn.Module | None = None
         self.device = "cpu"
-        self.flags0, self.public0 = numerics_flags(), public.snapshot()
-        self.timers0 = timer_ids()
-        self.threads0 = candidate_threads()
-        self.ref_path = ""
+        self.flags0, self.public0, self.timers0 = numerics_flags(), public.snapshot(), timer_ids()
+        self.threads0, self.ref_path = candidate_threads(), ""
         self.batch: list[list[torch.Tensor]] = []          # outputs of the last timed batch, by iteration
         self.pool: list[list[Any]] = []
         self.scalable: list[Any] = []         # per input: True, False or a domain [low, high] (loop.fresh)
@@ -107,6 +106,7 @@ class Harness:
         """Start what torch starts on first use (the CUDA context, the intra-op thread pool) before any
         candidate code, so the judge can count this process's threads from before the candidate's import."""
         self.device = msg["device"]
+        native.load(msg.get("native"))        # the harness's C mixes, from the judge's bytes (kernelgate/native.py)
         # no automatic collection: it would run wherever memory is allocated, the candidate's finalizers with it;
         # the runner collects between jobs instead (`collect`)
         gc.disable()
@@ -126,7 +126,7 @@ class Harness:
             self.sync()
         (torch.ones(1 << 20) + 1).sum().item()       # large enough for the intra-op pool to start
         self.primed = True
-        return {"ok": True, "observations": self.observations()}
+        return {"ok": True, "observations": self.observations(), "native": native.active()}
 
     def op_build(self, msg: dict) -> dict:
         if not getattr(self, "primed", False):

@@ -1,0 +1,212 @@
+"""The harness's integer mixes on the CPU in C: output digests, positional digests, and the timed inputs' noise.
+
+Inside the judge's clock, every timed CPU iteration builds fresh inputs (noise from `sandbox/loop.py`'s
+`cpu_noise_bytes`), digests its outputs (`digest.digest`) and digests its inputs after the call
+(`digest.positional`). As chains of torch ops on one intra-op thread these were about 17 passes over an
+8 MiB operand (2.6 ms of a 4 ms harness on a 2-core CPU): more than a memory-bound call of a few ms, whose
+speedup the clock then could not resolve apart from the harness. One C loop each does the same integer
+arithmetic in one pass, bit for bit (wrapping, the same shifts), so a process with this library and one
+without it agree on every digest and every input.
+
+The judge compiles the source once per process (`build`, a C compiler from $CC, cc or gcc; about 0.1 s) in a
+private directory and keeps the bytes; each worker gets the bytes from the judge before any candidate code
+(`load`: written to an anonymous memory file and opened from there, so no file a candidate could have written
+is ever loaded), checks them against the torch forms on a test tensor, and uses them from then on. Where
+there is no compiler, no memory file or the check fails, everything stays on the torch forms.
+Imports nothing of kernelgate.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import torch
+
+SOURCE = r"""
+#include <stdint.h>
+#include <stddef.h>
+/* digest.py `_digest_torch`: the wrapping sum of w ^ (w >> 29), arithmetic shift */
+int64_t kg_digest(const int64_t *w, size_t n) {
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++) { int64_t v = w[i]; t += (uint64_t)(v ^ (v >> 29)); }
+    return (int64_t)t;
+}
+/* digest.py `positional`: word i offset by (first + i) * STEP + key, mixed, summed (wrapping) */
+int64_t kg_positional(const int64_t *w, size_t n, uint64_t first, int64_t key) {
+    const uint64_t STEP = 0x9E3779B97F4A7C15ull, MUL = 0xBF58476D1CE4E5B9ull;
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = (int64_t)((first + (uint64_t)i) * STEP + (uint64_t)key);
+        x ^= w[i];
+        x ^= x >> 29;
+        x = (int64_t)((uint64_t)x * MUL);
+        x ^= x >> 32;
+        t += (uint64_t)x;
+    }
+    return (int64_t)t;
+}
+/* loop.py `cpu_noise_bytes(n, seed)` cast to float32: word i is murmur3's finalizer of a*i + b, four bytes */
+void kg_noise_floats(float *dst, size_t n, uint32_t a, uint32_t b) {
+    uint32_t buf[1024];
+    const uint8_t *bytes = (const uint8_t *)buf;
+    for (size_t s = 0; s < n; s += 4096) {
+        size_t e = n - s < 4096 ? n - s : 4096, words = (e + 3) / 4, first = s / 4;
+        for (size_t i = 0; i < words; i++) {
+            uint32_t x = a * (uint32_t)(first + i) + b;
+            x ^= x >> 16; x *= 0x85EBCA6Bu; x ^= x >> 13; x *= 0xC2B2AE35u; x ^= x >> 16;
+            buf[i] = x;
+        }
+        for (size_t j = 0; j < e; j++) dst[s + j] = (float)bytes[j];
+    }
+}
+"""
+
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-fno-strict-aliasing")
+BUILD_TIMEOUT_S = 60.0
+
+_LOCK = threading.Lock()
+_BUILT: list = []            # [bytes | None]: this process's build, once
+_LIB: list = []              # [ctypes.CDLL]: loaded and checked
+
+
+def compiler() -> str | None:
+    for name in (os.environ.get("CC", ""), "cc", "gcc"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def build() -> bytes | None:
+    """The compiled library's bytes (built once per process, in a private directory removed after), or None
+    without a compiler or where the build fails."""
+    with _LOCK:
+        if not _BUILT:
+            _BUILT.append(_compile())
+        return _BUILT[0]
+
+
+def _compile() -> bytes | None:
+    cc = compiler()
+    if cc is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kg-native-") as d:      # mode 0700: only this user
+        src, lib = os.path.join(d, "kg_native.c"), os.path.join(d, "kg_native.so")
+        with open(src, "w") as f:
+            f.write(SOURCE)
+        try:
+            subprocess.run([cc, *FLAGS, "-o", lib, src], check=True, capture_output=True, timeout=BUILD_TIMEOUT_S)
+            with open(lib, "rb") as f:
+                return f.read()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+
+def load(data: bytes | None) -> bool:
+    """Open the library from its bytes (an anonymous memory file) and check it against the torch forms; True
+    when this process now uses it. A second load keeps the first."""
+    if _LIB:
+        return True
+    if not data or not hasattr(os, "memfd_create"):
+        return False
+    try:
+        fd = os.memfd_create("kg-native", 0)
+    except OSError:
+        return False
+    try:
+        os.write(fd, data)
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    finally:
+        os.close(fd)         # the mapping stays after the library is opened
+    lib.kg_digest.restype = ctypes.c_int64
+    lib.kg_digest.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.kg_positional.restype = ctypes.c_int64
+    lib.kg_positional.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int64]
+    lib.kg_noise_floats.restype = None
+    lib.kg_noise_floats.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32]
+    if not _selftest(lib):
+        return False
+    with _LOCK:
+        if not _LIB:
+            _LIB.append(lib)
+    return True
+
+
+_M64 = (1 << 64) - 1
+
+
+def _i64(v: int) -> int:
+    v &= _M64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _selftest(lib) -> bool:
+    """The three functions against the same arithmetic in Python integers, on a few words."""
+    words = [0, -1, 1 << 62, -(1 << 40) + 12345, 0x0123456789ABCDEF, -7]
+    w = torch.tensor(words, dtype=torch.int64)
+    want = _i64(sum(v ^ (v >> 29) for v in words))
+    key = _i64(0xDEADBEEF12345)
+    pos = 0
+    for i, v in enumerate(words):
+        x = _i64(i * 0x9E3779B97F4A7C15 + key) ^ v
+        x ^= x >> 29
+        x = _i64(x * 0xBF58476D1CE4E5B9)
+        x ^= x >> 32
+        pos += x
+    out = torch.empty(7, dtype=torch.float32)
+    a, b = 0x12345677, 0x0BADF00D
+    lib.kg_noise_floats(out.data_ptr(), 7, a, b)
+    noise = []
+    for i in range(2):
+        x = (a * i + b) & 0xFFFFFFFF
+        x ^= x >> 16
+        x = (x * 0x85EBCA6B) & 0xFFFFFFFF
+        x ^= x >> 13
+        x = (x * 0xC2B2AE35) & 0xFFFFFFFF
+        x ^= x >> 16
+        noise += [(x >> (8 * k)) & 255 for k in range(4)]
+    return (lib.kg_digest(w.data_ptr(), w.numel()) == want
+            and lib.kg_positional(w.data_ptr(), w.numel(), 0, key) == _i64(pos)
+            and out.tolist() == [float(v) for v in noise[:7]])
+
+
+def ensure() -> bytes | None:
+    """The judge's side: build, load here, and return the bytes to hand to workers (None: torch forms only)."""
+    data = build()
+    return data if data is not None and load(data) else None
+
+
+def active() -> bool:
+    return bool(_LIB)
+
+
+def _cpu_words(w: torch.Tensor) -> bool:
+    return w.device.type == "cpu" and w.dtype == torch.int64 and w.is_contiguous()
+
+
+def digest_words(w: torch.Tensor) -> int | None:
+    """`digest`'s sum over int64 words (contiguous, on the CPU), or None where the library is not loaded."""
+    if not _LIB or not _cpu_words(w):
+        return None
+    return int(_LIB[0].kg_digest(w.data_ptr(), w.numel()))
+
+
+def positional_words(w: torch.Tensor, key: int) -> int | None:
+    """`positional`'s sum over int64 words (contiguous, on the CPU) with a wrapped int64 key, or None."""
+    if not _LIB or not _cpu_words(w):
+        return None
+    return int(_LIB[0].kg_positional(w.data_ptr(), w.numel(), 0, key))
+
+
+def noise_floats(dst: torch.Tensor, a: int, b: int) -> bool:
+    """Write `cpu_noise_bytes`'s bytes for (a, b), as float32 values 0..255, into dst (float32, contiguous, on
+    the CPU); False (nothing written) where the library is not loaded or dst is not such a tensor."""
+    if not _LIB or dst.device.type != "cpu" or dst.dtype != torch.float32 or not dst.is_contiguous():
+        return False
+    _LIB[0].kg_noise_floats(dst.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF)
+    return True
