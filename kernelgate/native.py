@@ -1,4 +1,4 @@
-"""The harness's integer mixes on the CPU in C: output digests, positional digests, and the timed inputs' noise.
+"""The harness's integer mixes on the CPU in C: output digests, positional digests, the timed inputs' noise and values.
 
 Inside the judge's clock, every timed CPU iteration builds fresh inputs (noise from `sandbox/loop.py`'s
 `cpu_noise_bytes`), digests its outputs (`digest.digest`) and digests its inputs after the call
@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -63,9 +64,28 @@ void kg_noise_floats(float *dst, size_t n, uint32_t a, uint32_t b) {
         for (size_t j = 0; j < e; j++) dst[s + j] = (float)bytes[j];
     }
 }
+/* loop.py `fresh`'s CPU float32 input: ((byte - 127.5) * c) + x * s, each product and sum rounded to float32 on
+   its own (built with -ffp-contract=off: no fused multiply-add), as the torch form's separate ops round */
+void kg_fresh_floats(float *dst, const float *x, size_t n, uint32_t a, uint32_t b, float c, float s) {
+    uint32_t buf[1024];
+    const uint8_t *bytes = (const uint8_t *)buf;
+    for (size_t t = 0; t < n; t += 4096) {
+        size_t e = n - t < 4096 ? n - t : 4096, words = (e + 3) / 4, first = t / 4;
+        for (size_t i = 0; i < words; i++) {
+            uint32_t v = a * (uint32_t)(first + i) + b;
+            v ^= v >> 16; v *= 0x85EBCA6Bu; v ^= v >> 13; v *= 0xC2B2AE35u; v ^= v >> 16;
+            buf[i] = v;
+        }
+        for (size_t j = 0; j < e; j++) {
+            float noise = ((float)bytes[j] - 127.5f) * c;
+            float scaled = x[t + j] * s;
+            dst[t + j] = noise + scaled;
+        }
+    }
+}
 """
 
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-fno-strict-aliasing")
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-fno-strict-aliasing", "-ffp-contract=off")
 BUILD_TIMEOUT_S = 60.0
 
 _LOCK = threading.Lock()
@@ -129,6 +149,9 @@ def load(data: bytes | None) -> bool:
     lib.kg_positional.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int64]
     lib.kg_noise_floats.restype = None
     lib.kg_noise_floats.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32]
+    lib.kg_fresh_floats.restype = None
+    lib.kg_fresh_floats.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32,
+                                    ctypes.c_uint32, ctypes.c_float, ctypes.c_float]
     if not _selftest(lib):
         return False
     with _LOCK:
@@ -170,9 +193,18 @@ def _selftest(lib) -> bool:
         x = (x * 0xC2B2AE35) & 0xFFFFFFFF
         x ^= x >> 16
         noise += [(x >> (8 * k)) & 255 for k in range(4)]
+    xs = torch.tensor([0.5, -1.25, 3.0, 1e-3, -7.0, 2.5, 0.0], dtype=torch.float32)
+    fresh = torch.empty(7, dtype=torch.float32)
+    lib.kg_fresh_floats(fresh.data_ptr(), xs.data_ptr(), 7, a, b, 0.0123, 1.1)
+    c, s = _f32(0.0123), _f32(1.1)
+    want_fresh = [_f32(_f32(_f32(v - 127.5) * c) + _f32(xv * s)) for v, xv in zip(noise, xs.tolist())]
     return (lib.kg_digest(w.data_ptr(), w.numel()) == want
             and lib.kg_positional(w.data_ptr(), w.numel(), 0, key) == _i64(pos)
-            and out.tolist() == [float(v) for v in noise[:7]])
+            and out.tolist() == [float(v) for v in noise[:7]] and fresh.tolist() == want_fresh)
+
+
+def _f32(v: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", v))[0]
 
 
 def ensure() -> bytes | None:
@@ -201,6 +233,17 @@ def positional_words(w: torch.Tensor, key: int) -> int | None:
     if not _LIB or not _cpu_words(w):
         return None
     return int(_LIB[0].kg_positional(w.data_ptr(), w.numel(), 0, key))
+
+
+def fresh_floats(dst: torch.Tensor, x: torch.Tensor, a: int, b: int, c: float, s: float) -> bool:
+    """dst = ((noise byte - 127.5) * c) + x * s over float32 contiguous CPU tensors of one size, every operation
+    rounded to float32 on its own (loop.py's torch form does the same ops); False, nothing written, where the
+    library is not loaded or the tensors are not such."""
+    if not _LIB or not all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() for t in (dst, x)) \
+            or dst.numel() != x.numel():
+        return False
+    _LIB[0].kg_fresh_floats(dst.data_ptr(), x.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF, c, s)
+    return True
 
 
 def noise_floats(dst: torch.Tensor, a: int, b: int) -> bool:

@@ -107,3 +107,21 @@ def test_a_worker_uses_the_library_from_the_judges_bytes(loaded):
         assert w.request({"op": "prime", "device": "cpu", "native": loaded}, timeout=120)["native"] is True
     with Worker() as w:
         assert w.request({"op": "prime", "device": "cpu"}, timeout=120)["native"] is False
+
+
+@needs_cc
+def test_the_fused_fresh_input_equals_the_torch_ops_bit_for_bit(loaded):
+    """kg_fresh_floats rounds each product and sum to float32 on its own, as the separate torch ops do, on every
+    length (the vector body and the tails) and scale."""
+    g = torch.Generator().manual_seed(11)
+    for n in (1, 5, 8, 15, 4095, 4096, 4099, 100_003):
+        x = torch.randn(n, generator=g) * 3
+        for seed, s, r in ((1, 1.0, 1.0), (77, 0.75, 0.3), (2 ** 61 + 5, 1.3299, 17.5)):
+            a, b = loop._noise_ab(seed)
+            c = loop.UNIT * loop.NOISE * r
+            want = loop.cpu_noise_bytes(n, seed).float().sub_(loop.MID).mul_(c).add_(torch.mul(x, s))
+            got = torch.full((n,), float("nan"))
+            assert native.fresh_floats(got, x, a, b, c, s)
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (n, seed, s)
+    assert not native.fresh_floats(torch.empty(4), torch.empty(5), 1, 2, 1.0, 1.0)
+    assert not native.fresh_floats(torch.empty(4).double(), torch.empty(4).double(), 1, 2, 1.0, 1.0)

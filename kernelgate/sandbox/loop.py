@@ -240,10 +240,12 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
                      else cpu_noise(x.numel(), _seed_of(seed, k)).view(x.shape))
             top = torch.finfo(x.dtype).max if x.is_floating_point() else 127.0
             dst.copy_((x.float() * s + noise * (NOISE * r)).clamp(-top, top).to(x.dtype))
-        elif ok and g is None:                  # CPU: the bytes cast into the buffer, scaled there, x * s added
-            if not native.noise_floats(dst, *_noise_ab(_seed_of(seed, k))):     # the same values, in one C pass
-                dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
-            dst.sub_(MID).mul_(UNIT * NOISE * r).add_(x, alpha=s)
+        elif ok and g is None:                  # CPU: (noise bytes - MID) * c + x * s, each op rounded on its own
+            a, b = _noise_ab(_seed_of(seed, k))
+            if not native.fresh_floats(dst, x, a, b, UNIT * NOISE * r, s):     # float32: one C pass, the same bits
+                if not native.noise_floats(dst, a, b):
+                    dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
+                dst.sub_(MID).mul_(UNIT * NOISE * r).add_(torch.mul(x, s))
         elif ok:
             noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)
             noise.mul_(NOISE * r)
