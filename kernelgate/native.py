@@ -125,9 +125,30 @@ def _compile() -> bytes | None:
             return None
 
 
+def _functions(lib) -> dict:
+    """The library's functions, each a new function pointer object (never the ones `CDLL.__getattr__` caches on
+    the library object), typed."""
+    spec = {"kg_digest": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_size_t]),
+            "kg_positional": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int64]),
+            "kg_noise_floats": (None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32]),
+            "kg_fresh_floats": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32,
+                                       ctypes.c_uint32, ctypes.c_float, ctypes.c_float])}
+    out = {}
+    for name, (res, args) in spec.items():
+        f = lib[name]
+        f.restype, f.argtypes = res, args
+        out[name] = f
+    return out
+
+
 def load(data: bytes | None) -> bool:
-    """Open the library from its bytes (an anonymous memory file) and check it against the torch forms; True
-    when this process now uses it. A second load keeps the first."""
+    """Open the library from its bytes (an anonymous memory file) and check it against Python integers; True
+    when this process now uses it. A second load keeps the first.
+
+    The function pointers are bound as defaults of the functions below (kernelgate/sandbox/audit.py refuses to
+    read a kernelgate function's defaults), and neither they nor the library object are kept anywhere else: in
+    a worker, candidate code cannot reach them to set an `errcheck` or a `restype` the harness would then run."""
+    global digest_words, positional_words, noise_floats, fresh_floats
     if _LIB:
         return True
     if not data or not hasattr(os, "memfd_create"):
@@ -143,20 +164,13 @@ def load(data: bytes | None) -> bool:
         return False
     finally:
         os.close(fd)         # the mapping stays after the library is opened
-    lib.kg_digest.restype = ctypes.c_int64
-    lib.kg_digest.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    lib.kg_positional.restype = ctypes.c_int64
-    lib.kg_positional.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int64]
-    lib.kg_noise_floats.restype = None
-    lib.kg_noise_floats.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32]
-    lib.kg_fresh_floats.restype = None
-    lib.kg_fresh_floats.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32,
-                                    ctypes.c_uint32, ctypes.c_float, ctypes.c_float]
-    if not _selftest(lib):
+    fns = _functions(lib)
+    if not _selftest(fns):
         return False
     with _LOCK:
         if not _LIB:
-            _LIB.append(lib)
+            digest_words, positional_words, noise_floats, fresh_floats = _bound(lib, fns)
+            _LIB.append(True)
     return True
 
 
@@ -168,8 +182,8 @@ def _i64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-def _selftest(lib) -> bool:
-    """The three functions against the same arithmetic in Python integers, on a few words."""
+def _selftest(fns: dict) -> bool:
+    """The four functions against the same arithmetic in Python integers, on a few words."""
     words = [0, -1, 1 << 62, -(1 << 40) + 12345, 0x0123456789ABCDEF, -7]
     w = torch.tensor(words, dtype=torch.int64)
     want = _i64(sum(v ^ (v >> 29) for v in words))
@@ -183,7 +197,7 @@ def _selftest(lib) -> bool:
         pos += x
     out = torch.empty(7, dtype=torch.float32)
     a, b = 0x12345677, 0x0BADF00D
-    lib.kg_noise_floats(out.data_ptr(), 7, a, b)
+    fns["kg_noise_floats"](out.data_ptr(), 7, a, b)
     noise = []
     for i in range(2):
         x = (a * i + b) & 0xFFFFFFFF
@@ -195,11 +209,11 @@ def _selftest(lib) -> bool:
         noise += [(x >> (8 * k)) & 255 for k in range(4)]
     xs = torch.tensor([0.5, -1.25, 3.0, 1e-3, -7.0, 2.5, 0.0], dtype=torch.float32)
     fresh = torch.empty(7, dtype=torch.float32)
-    lib.kg_fresh_floats(fresh.data_ptr(), xs.data_ptr(), 7, a, b, 0.0123, 1.1)
+    fns["kg_fresh_floats"](fresh.data_ptr(), xs.data_ptr(), 7, a, b, 0.0123, 1.1)
     c, s = _f32(0.0123), _f32(1.1)
     want_fresh = [_f32(_f32(_f32(v - 127.5) * c) + _f32(xv * s)) for v, xv in zip(noise, xs.tolist())]
-    return (lib.kg_digest(w.data_ptr(), w.numel()) == want
-            and lib.kg_positional(w.data_ptr(), w.numel(), 0, key) == _i64(pos)
+    return (fns["kg_digest"](w.data_ptr(), w.numel()) == want
+            and fns["kg_positional"](w.data_ptr(), w.numel(), 0, key) == _i64(pos)
             and out.tolist() == [float(v) for v in noise[:7]] and fresh.tolist() == want_fresh)
 
 
@@ -221,35 +235,57 @@ def _cpu_words(w: torch.Tensor) -> bool:
     return w.device.type == "cpu" and w.dtype == torch.int64 and w.is_contiguous()
 
 
+def _floats(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous()
+
+
 def digest_words(w: torch.Tensor) -> int | None:
     """`digest`'s sum over int64 words (contiguous, on the CPU), or None where the library is not loaded."""
-    if not _LIB or not _cpu_words(w):
-        return None
-    return int(_LIB[0].kg_digest(w.data_ptr(), w.numel()))
+    return None
 
 
 def positional_words(w: torch.Tensor, key: int) -> int | None:
     """`positional`'s sum over int64 words (contiguous, on the CPU) with a wrapped int64 key, or None."""
-    if not _LIB or not _cpu_words(w):
-        return None
-    return int(_LIB[0].kg_positional(w.data_ptr(), w.numel(), 0, key))
+    return None
 
 
 def fresh_floats(dst: torch.Tensor, x: torch.Tensor, a: int, b: int, c: float, s: float) -> bool:
     """dst = ((noise byte - 127.5) * c) + x * s over float32 contiguous CPU tensors of one size, every operation
     rounded to float32 on its own (loop.py's torch form does the same ops); False, nothing written, where the
     library is not loaded or the tensors are not such."""
-    if not _LIB or not all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() for t in (dst, x)) \
-            or dst.numel() != x.numel():
-        return False
-    _LIB[0].kg_fresh_floats(dst.data_ptr(), x.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF, c, s)
-    return True
+    return False
 
 
 def noise_floats(dst: torch.Tensor, a: int, b: int) -> bool:
     """Write `cpu_noise_bytes`'s bytes for (a, b), as float32 values 0..255, into dst (float32, contiguous, on
     the CPU); False (nothing written) where the library is not loaded or dst is not such a tensor."""
-    if not _LIB or dst.device.type != "cpu" or dst.dtype != torch.float32 or not dst.is_contiguous():
-        return False
-    _LIB[0].kg_noise_floats(dst.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF)
-    return True
+    return False
+
+
+def _bound(lib, fns: dict) -> tuple:
+    """The four functions above, with the library's function pointers bound as their defaults."""
+    def digest_words(w, _f=fns["kg_digest"], _lib=lib, _ok=_cpu_words, _int=int):
+        return _int(_f(w.data_ptr(), w.numel())) if _ok(w) else None
+
+    def positional_words(w, key, _f=fns["kg_positional"], _lib=lib, _ok=_cpu_words, _int=int):
+        return _int(_f(w.data_ptr(), w.numel(), 0, key)) if _ok(w) else None
+
+    def noise_floats(dst, a, b, _f=fns["kg_noise_floats"], _lib=lib, _ok=_floats):
+        if not _ok(dst):
+            return False
+        _f(dst.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF)
+        return True
+
+    def fresh_floats(dst, x, a, b, c, s, _f=fns["kg_fresh_floats"], _lib=lib, _ok=_floats):
+        if not (_ok(dst) and _ok(x) and dst.numel() == x.numel()):
+            return False
+        _f(dst.data_ptr(), x.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF, c, s)
+        return True
+
+    for new, old in ((digest_words, _DOCS[0]), (positional_words, _DOCS[1]), (noise_floats, _DOCS[2]),
+                     (fresh_floats, _DOCS[3])):
+        new.__doc__ = old
+    return digest_words, positional_words, noise_floats, fresh_floats
+
+
+_DOCS = (digest_words.__doc__, positional_words.__doc__, noise_floats.__doc__, fresh_floats.__doc__)
