@@ -122,7 +122,7 @@ class Harness:
             self.threads0 = candidate_threads()
         if self.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(self.device).index or 0)
-            digests([torch.ones(1 << 16, device=self.device)])   # builds the digest kernel before lockdown
+            [f([torch.ones(1 << 16, device=self.device)]) for f in (digests, positionals)]   # their kernels built now
             self.sync()
         (torch.ones(1 << 20) + 1).sum().item()       # large enough for the intra-op pool to start
         self.primed = True
