@@ -94,11 +94,13 @@ class Hook:
 def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozenset[str], protected: tuple[str, ...],
          generated: frozenset[int], deny: dict[str, str], global_reach: frozenset[str], frame_attrs: frozenset[str],
          pool_symbols: tuple[str, ...] = (), callback_symbols: frozenset[str] = frozenset(),
-         libc_symbols: frozenset[str] = frozenset(),
+         libc_symbols: frozenset[str] = frozenset(), harness_dicts: tuple = (),
          system_libs: tuple[str, ...], dll_types: tuple[type, ...], hint: Callable[[str], str], enforce: bool, denied: list[str],
          fatal: Callable[[str], None], denied_type: type) -> Hook:
     """The hook over frozen copies of its tables. `denied` is the record (appended to); `fatal`, once the harness
-    thread is sealed (`seal(ident)`), ends the worker on a refusal instead of raising into candidate code."""
+    thread is sealed (`seal(ident)`), ends the worker on a refusal instead of raising into candidate code.
+    `harness_dicts`: the namespaces of kernelgate's modules (kept alive here), by which a function is known as the
+    harness's whatever its writable `__module__` says (red team 50 renamed it to read a function's defaults)."""
     # every name used below, bound now
     _getframe = sys._getframe
     _get_ident = _thread.get_ident
@@ -106,6 +108,10 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
     _CodeType, _FunctionType, _typetype, _issubclass = CodeType, FunctionType, type, issubclass
     _type_module = type.__dict__["__module__"].__get__
     _type_qualname = type.__dict__["__qualname__"].__get__
+    _func_globals = FunctionType.__dict__["__globals__"].__get__      # read-only, and reading it raises no event
+    _func_qualname = FunctionType.__dict__["__qualname__"].__get__
+    _pinned = tuple(harness_dicts)
+    _harness_dicts = frozenset(id(d) for d in _pinned)
     _obj_getattr = object.__getattribute__
     _dict, _tuple, _frozenset = dict, tuple, frozenset
     _open, _lstat, _readlink, _S_ISLNK, _getcwd = io.open, os.lstat, os.readlink, stat.S_ISLNK, os.getcwd
@@ -394,7 +400,10 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
             if _len(args) > 1 and _type(args[1]) is _str and args[1] in frame_attrs:
                 return "frames through ." + args[1]
             if _len(args) > 1 and (args[1] == "__defaults__" or args[1] == "__kwdefaults__"):
-                # the harness binds what it runs on as defaults (the runner's jobs, the dispatcher's originals)
+                # the harness binds what it runs on as defaults (the runner's jobs, the dispatcher's originals, the
+                # C mixes' function pointers); a function is the harness's by the module namespace it was made in
+                if _type(args[0]) is _FunctionType and _id(_func_globals(args[0])) in _harness_dicts:
+                    return "!the defaults of the harness's function " + _str(_func_qualname(args[0]))
                 found = module_of(args[0])
                 if found is not None and _type(found[0]) is _str and found[0].split(".")[0] == "kernelgate":
                     return "!the defaults of the harness's function " + _str(found[1])

@@ -273,7 +273,7 @@ class Guard:
             trusted=self.trusted, stdlib=self.stdlib, preloaded=self.preloaded, protected=_PROTECTED,
             generated=self._generated, deny=dict(_DENY_ALWAYS), global_reach=_GLOBAL_REACH, frame_attrs=_FRAME_ATTRS,
             system_libs=_SYSTEM_LIBS, pool_symbols=_POOL_SYMBOLS, callback_symbols=_CALLBACK_SYMBOLS,
-            libc_symbols=_LIBC_SYMBOLS,
+            libc_symbols=_LIBC_SYMBOLS, harness_dicts=_harness_dicts(),
             dll_types=(ctypes.CDLL, ctypes.PyDLL), hint=self._hint, enforce=self.enforce,
             denied=self.denied, fatal=self._fatal, denied_type=Denied)
         sys.addaudithook(self._hook.hook)
@@ -351,6 +351,18 @@ class Guard:
         """None when nothing the harness runs on was replaced; else one line saying what was (audit.make_integrity:
         bound when `watch` ran, so rebinding what it would look up changes nothing)."""
         return self._integrity()
+
+
+def _harness_dicts() -> tuple:
+    """The namespaces of kernelgate's modules loaded now (the worker's `__main__` among them when it is kernelgate's):
+    a function made in one is the harness's (audit.make `harness_dicts`)."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        spec = getattr(mod, "__spec__", None)
+        real = getattr(spec, "name", name) if spec is not None else name
+        if isinstance(real, str) and (real == "kernelgate" or real.startswith("kernelgate.")):
+            out.append(vars(mod))
+    return tuple(out)
 
 
 def harness_namespaces(main: str) -> tuple[list[Any], list[Any]]:
