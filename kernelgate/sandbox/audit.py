@@ -111,7 +111,7 @@ def make(*, trusted: tuple[str, ...], stdlib: tuple[str, ...], preloaded: frozen
     _func_globals = FunctionType.__dict__["__globals__"].__get__      # read-only, and reading it raises no event
     _func_qualname = FunctionType.__dict__["__qualname__"].__get__
     _pinned = tuple(harness_dicts)
-    _harness_dicts = frozenset(id(d) for d in _pinned)
+    _harness_dicts = frozenset(map(id, _pinned))
     _obj_getattr = object.__getattribute__
     _dict, _tuple, _frozenset = dict, tuple, frozenset
     _open, _lstat, _readlink, _S_ISLNK, _getcwd = io.open, os.lstat, os.readlink, stat.S_ISLNK, os.getcwd
