@@ -195,6 +195,17 @@ def _positional_torch(w: torch.Tensor, key: int) -> int:
     return _wrap(total)
 
 
+def warm(device: str) -> None:
+    """Build the GPU kernels of `digest` and `positional` now (a worker, before its lockdown: nothing is compiled on
+    the harness's thread after). Triton types an int argument by its value, so `positional` is built for a key that
+    fits in 32 bits and for one that does not (the judge's secret keys: a first call with one built the kernel at
+    build time, on the harness's thread, and ended every GPU candidate's worker as `introspection`)."""
+    t = torch.ones(1 << 16, device=device)
+    digests([t])
+    for key in (0, 1 << 40):
+        positional(t, key)
+
+
 def positionals(ts: list, key: int = 0) -> list[int | None]:
     """`positional` of each tensor in a list (None for non-tensors)."""
     return [positional(t, key) if isinstance(t, torch.Tensor) else None for t in ts]

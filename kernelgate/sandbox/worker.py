@@ -20,7 +20,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 from .. import native  # noqa: E402
-from ..digest import digests, positionals  # noqa: E402
+from ..digest import digests, positionals, warm as warm_digests  # noqa: E402
 from ..workload import CANDIDATE_CLASS  # noqa: E402
 from . import audit, caller, handle, history, ipc, jobs, loop, prebuild, public, runner  # noqa: E402
 from .guard import Guard, harness_namespaces  # noqa: E402
@@ -122,7 +122,7 @@ class Harness:
             self.threads0 = candidate_threads()
         if self.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(self.device).index or 0)
-            [f([torch.ones(1 << 16, device=self.device)]) for f in (digests, positionals)]   # their kernels built now
+            warm_digests(self.device)         # the digest kernels built before lockdown (digest.warm)
             self.sync()
         (torch.ones(1 << 20) + 1).sum().item()       # large enough for the intra-op pool to start
         self.primed = True
