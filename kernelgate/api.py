@@ -16,7 +16,7 @@ from .config import GateConfig, TimingConfig, gate_config
 from .errors import KernelgateError
 from .gate import baselines as baselines_mod
 from .gate import bench as bench_mod
-from .gate.judge import REDUCED_PLAN, judge, prepare
+from .gate.judge import judge, prepare
 from .proposers import default_languages, parse_languages
 from .records import BenchResult, Contract, Reason, Verdict
 from .store import Row, Store
@@ -248,11 +248,6 @@ def parse_budget(text: str | float | int) -> float:
 PROPOSERS = ("builtin", "llm")
 #: main trials of the gate's check of a module emitted from the faster baseline (the reference's own code)
 EMITTED_BASELINE_TRIALS = 2
-#: main trials of the check of a module emitted from a confirmed candidate: its code passed the full plan twice (the
-#: search's verdict and the confirmation's, in fresh workers); the check is of the file a user imports (construction
-#: through the class name, the state dict, the drop-in wrapper's dispatch), and every kind of check still runs
-#: (a LayerNorm C++ candidate's verify: 82 s with 8 main trials, 18 s with 2, on a loaded 2-core CPU)
-EMITTED_CONFIRMED_TRIALS = 2
 NO_LLM = "no LLM configured: the built-in strategy library only"
 LLM_FLAGS = ("--llm (openai:MODEL@URL, anthropic:MODEL or cmd:COMMAND), --llm-endpoint with --llm-model, "
              "or --llm-cmd")
@@ -432,15 +427,8 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         emitted = emit_mod.emit(out_dir / "optimized.py", src, spec.cls, task.device, [task.args(task.given)], strategy)
         # the last step: the file a user imports, through the class name they import, goes through the gate
         say(f"checking the emitted module ({emitted.name}:{spec.cls})")
-        if result.best is None:
-            emitted_verdict = check_baseline(emitted, emit_kind)
-        elif search.confirm_ran:
-            emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), dataclasses.replace(
-                cfg, trials=min(cfg.trials, EMITTED_CONFIRMED_TRIALS)), reduced=(
-                "the module is the confirmed candidate's code, judged in full twice (the search and the "
-                "confirmation), in kernelgate's drop-in wrapper"))
-        else:
-            emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg)
+        emitted_verdict = judge(task, workload.Spec(str(emitted.resolve()), spec.cls), cfg) \
+            if result.best is not None else check_baseline(emitted, emit_kind)
         # what is emitted instead of a module the gate rejects: the faster baseline, then the reference itself
         # (torch.compile's output can fall outside the tolerance: 2.83e-6 against 2.8e-6 allowed for a conv)
         fallbacks = ([emit_kind] if result.best is not None else []) + (["eager"] if emit_kind == "compile" else [])
@@ -476,9 +464,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     doc = result.to_json()
     doc["emitted_check"] = {"file": emitted.name, "class": spec.cls, "status": emitted_verdict.status.value,
                             "reason": emitted_verdict.reason.value, "message": emitted_verdict.message,
-                            "seconds": emitted_verdict.seconds, "fast_path_modes": dict(emit_mod.GATE_MODES),
-                            "trial_plan": next((c.detail for c in emitted_verdict.checks if c.name == REDUCED_PLAN),
-                                               "the full plan")}
+                            "seconds": emitted_verdict.seconds, "fast_path_modes": dict(emit_mod.GATE_MODES)}
     doc["run_id"] = run["run_id"]
     try:                      # how the allowed error was derived, per output (explain-tolerance's text)
         doc["tolerance"] = [d.to_text() for d in derivations(task)]

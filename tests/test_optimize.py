@@ -85,10 +85,6 @@ def test_emitted_module_is_a_verified_drop_in(run):
         torch.testing.assert_close(m(xt), m0(x), atol=1e-5, rtol=1e-5)
     v = api.verify(str(ref), str(d / "out" / "optimized.py"), store=store)
     assert v.accepted, v.message
-    doc = json.loads((d / "out" / "result.json").read_text())
-    if doc["best_strategy"].startswith("rewrite:"):      # a confirmed candidate: its module's check has 2 main trials
-        assert "confirmed candidate's code, judged in full twice" in doc["emitted_check"]["trial_plan"]
-        assert doc["emitted_check"]["trial_plan"].startswith(f"{api.EMITTED_CONFIRMED_TRIALS} main trials")
 
 
 @pytest.mark.slow

@@ -58,9 +58,6 @@ class SearchConfig:
 
 
 PLAN_SHARE = 0.95          # share of the budget the search plans to use
-#: the emitted check of a confirmed candidate's module (2 main trials), over the time of the candidate's own verdict
-#: (8): 18 s against 82 s for a LayerNorm C++ candidate's verify on a loaded 2-core CPU, with room for fixed costs
-EMIT_CONFIRMED = 0.5
 CONFIRM_ROUNDS = 2         # the confirmation times this many times the search's rounds (SearchConfig.confirm_timing)
 
 
@@ -307,8 +304,7 @@ class Planner:
         verdict's time again)."""
         cid = e.candidate.id
         longer = (CONFIRM_ROUNDS - 1) * self.timing_s.get(cid, 0.0)     # its measurement has more rounds
-        # the emitted check of a confirmed candidate's module runs fewer main trials (api.EMITTED_CONFIRMED_TRIALS)
-        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + longer + EMIT_CONFIRMED * e.verdict.seconds
+        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + longer + e.verdict.seconds
 
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kernelgate.records import Candidate, Evaluation, Level, Reason, Status, Verdict
-from kernelgate.search.policy import (EMIT_CONFIRMED, EXPLORE, REFINE, RESTART, Budget, Modes, OutOfBudget, Planner,
-                                      SearchConfig, best, best_ratio, cost_kind, family, promising)
+from kernelgate.search.policy import (EXPLORE, REFINE, RESTART, Budget, Modes, OutOfBudget, Planner, SearchConfig,
+                                      best, best_ratio, cost_kind, family, promising)
 from search_fakes import OK, FakeClock, timed
 
 def test_the_budget_runs_on_the_injected_clock():
@@ -142,7 +142,7 @@ def test_a_baseline_building_in_the_background_keeps_time_for_itself():
     best = timed("best", 1.0)
     p.record("best", 4.0)
     p.pending_s = lambda: 3.0
-    assert p.reserve_s(best) == pytest.approx(4.0 + EMIT_CONFIRMED * best.verdict.seconds + 6.0)
+    assert p.reserve_s(best) == pytest.approx(4.0 + best.verdict.seconds + 6.0)
 
 
 def test_confirming_costs_the_evaluation_without_its_profile_and_baseline_waits():
@@ -152,11 +152,11 @@ def test_confirming_costs_the_evaluation_without_its_profile_and_baseline_waits(
     p = Planner(Budget(seconds=90.0), FakeClock())
     best = timed("best", 5.8)
     p.record("best", 42.0)
-    assert p.confirm_s(best) == pytest.approx(42.0 + EMIT_CONFIRMED * best.verdict.seconds)     # nothing better known
+    assert p.confirm_s(best) == pytest.approx(42.0 + best.verdict.seconds)     # nothing better known
     p.again["best"] = 9.0
-    assert p.confirm_s(best) == pytest.approx(9.0 + EMIT_CONFIRMED * best.verdict.seconds)
+    assert p.confirm_s(best) == pytest.approx(9.0 + best.verdict.seconds)
     p.timing_s["best"] = 2.0                           # its measurement, timed again with twice the rounds
-    assert p.confirm_s(best) == pytest.approx(9.0 + 2.0 + EMIT_CONFIRMED * best.verdict.seconds)
+    assert p.confirm_s(best) == pytest.approx(9.0 + 2.0 + best.verdict.seconds)
     assert p.reserve_s(best) == p.confirm_s(best)
 
 
