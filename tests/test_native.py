@@ -125,3 +125,18 @@ def test_the_fused_fresh_input_equals_the_torch_ops_bit_for_bit(loaded):
             assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (n, seed, s)
     assert not native.fresh_floats(torch.empty(4), torch.empty(5), 1, 2, 1.0, 1.0)
     assert not native.fresh_floats(torch.empty(4).double(), torch.empty(4).double(), 1, 2, 1.0, 1.0)
+
+
+@needs_cc
+def test_a_call_set_on_the_pointers_class_sends_the_harness_to_the_torch_forms():
+    """Red team 51: the pointers' class is reachable (`_CFuncPtr.__subclasses__()`) and a `__call__` set there runs
+    instead of the C function, with no audit event; the harness's functions then serve the torch forms."""
+    code = ("import ctypes, torch; from kernelgate import native, digest; d = native.ensure(); assert d;"
+            "x = torch.randn(1000); want = digest._positional_torch(digest.words(x), 5);"
+            "assert native.positional_words(digest.words(x), 5) == want;"
+            "[setattr(c, '__call__', lambda self, *a: 0) for c in ctypes._CFuncPtr.__subclasses__()"
+            " if c.__name__ == '_FuncPtr'];"
+            "assert native.positional_words(digest.words(x), 5) is None and native.digest_words(digest.words(x)) is None;"
+            "assert not native.noise_floats(torch.empty(4), 1, 2) and not native.fresh_floats(torch.empty(4), torch.empty(4), 1, 2, 1.0, 1.0);"
+            "assert digest.positional(x, 5) == want and digest.digest(x) == digest._digest_torch(digest.words(x))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
