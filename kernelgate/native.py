@@ -50,20 +50,6 @@ int64_t kg_positional(const int64_t *w, size_t n, uint64_t first, int64_t key) {
     }
     return (int64_t)t;
 }
-/* loop.py `cpu_noise_bytes(n, seed)` cast to float32: word i is murmur3's finalizer of a*i + b, four bytes */
-void kg_noise_floats(float *dst, size_t n, uint32_t a, uint32_t b) {
-    uint32_t buf[1024];
-    const uint8_t *bytes = (const uint8_t *)buf;
-    for (size_t s = 0; s < n; s += 4096) {
-        size_t e = n - s < 4096 ? n - s : 4096, words = (e + 3) / 4, first = s / 4;
-        for (size_t i = 0; i < words; i++) {
-            uint32_t x = a * (uint32_t)(first + i) + b;
-            x ^= x >> 16; x *= 0x85EBCA6Bu; x ^= x >> 13; x *= 0xC2B2AE35u; x ^= x >> 16;
-            buf[i] = x;
-        }
-        for (size_t j = 0; j < e; j++) dst[s + j] = (float)bytes[j];
-    }
-}
 /* loop.py `fresh`'s CPU float32 input: ((byte - 127.5) * c) + x * s, each product and sum rounded to float32 on
    its own (built with -ffp-contract=off: no fused multiply-add), as the torch form's separate ops round */
 void kg_fresh_floats(float *dst, const float *x, size_t n, uint32_t a, uint32_t b, float c, float s) {
@@ -90,7 +76,7 @@ BUILD_TIMEOUT_S = 60.0
 
 _LOCK = threading.Lock()
 _BUILT: list = []            # [bytes | None]: this process's build, once
-_LIB: list = []              # [ctypes.CDLL]: loaded and checked
+_LOADED: list = []           # [True] once the library is loaded and checked here
 
 
 def compiler() -> str | None:
@@ -130,7 +116,6 @@ def _functions(lib) -> dict:
     the library object), typed."""
     spec = {"kg_digest": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_size_t]),
             "kg_positional": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int64]),
-            "kg_noise_floats": (None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32]),
             "kg_fresh_floats": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32,
                                        ctypes.c_uint32, ctypes.c_float, ctypes.c_float])}
     out = {}
@@ -148,8 +133,8 @@ def load(data: bytes | None) -> bool:
     The function pointers are bound as defaults of the functions below (kernelgate/sandbox/audit.py refuses to
     read a kernelgate function's defaults), and neither they nor the library object are kept anywhere else: in
     a worker, candidate code cannot reach them to set an `errcheck` or a `restype` the harness would then run."""
-    global digest_words, positional_words, noise_floats, fresh_floats
-    if _LIB:
+    global digest_words, positional_words, fresh_floats
+    if _LOADED:
         return True
     if not data or not hasattr(os, "memfd_create"):
         return False
@@ -168,9 +153,9 @@ def load(data: bytes | None) -> bool:
     if not _selftest(fns):
         return False
     with _LOCK:
-        if not _LIB:
-            digest_words, positional_words, noise_floats, fresh_floats = _bound(lib, fns)
-            _LIB.append(True)
+        if not _LOADED:
+            digest_words, positional_words, fresh_floats = _bound(lib, fns)
+            _LOADED.append(True)
     return True
 
 
@@ -183,7 +168,7 @@ def _i64(v: int) -> int:
 
 
 def _selftest(fns: dict) -> bool:
-    """The four functions against the same arithmetic in Python integers, on a few words."""
+    """The three functions against the same arithmetic in Python integers, on a few words."""
     words = [0, -1, 1 << 62, -(1 << 40) + 12345, 0x0123456789ABCDEF, -7]
     w = torch.tensor(words, dtype=torch.int64)
     want = _i64(sum(v ^ (v >> 29) for v in words))
@@ -195,9 +180,7 @@ def _selftest(fns: dict) -> bool:
         x = _i64(x * 0xBF58476D1CE4E5B9)
         x ^= x >> 32
         pos += x
-    out = torch.empty(7, dtype=torch.float32)
     a, b = 0x12345677, 0x0BADF00D
-    fns["kg_noise_floats"](out.data_ptr(), 7, a, b)
     noise = []
     for i in range(2):
         x = (a * i + b) & 0xFFFFFFFF
@@ -214,7 +197,7 @@ def _selftest(fns: dict) -> bool:
     want_fresh = [_f32(_f32(_f32(v - 127.5) * c) + _f32(xv * s)) for v, xv in zip(noise, xs.tolist())]
     return (fns["kg_digest"](w.data_ptr(), w.numel()) == want
             and fns["kg_positional"](w.data_ptr(), w.numel(), 0, key) == _i64(pos)
-            and out.tolist() == [float(v) for v in noise[:7]] and fresh.tolist() == want_fresh)
+            and fresh.tolist() == want_fresh)
 
 
 def _f32(v: float) -> float:
@@ -228,7 +211,7 @@ def ensure() -> bytes | None:
 
 
 def active() -> bool:
-    return bool(_LIB)
+    return bool(_LOADED)
 
 
 def _cpu_words(w: torch.Tensor) -> bool:
@@ -256,14 +239,8 @@ def fresh_floats(dst: torch.Tensor, x: torch.Tensor, a: int, b: int, c: float, s
     return False
 
 
-def noise_floats(dst: torch.Tensor, a: int, b: int) -> bool:
-    """Write `cpu_noise_bytes`'s bytes for (a, b), as float32 values 0..255, into dst (float32, contiguous, on
-    the CPU); False (nothing written) where the library is not loaded or dst is not such a tensor."""
-    return False
-
-
 def _bound(lib, fns: dict) -> tuple:
-    """The four functions above, with the library's function pointers bound as their defaults.
+    """The three functions above, with the library's function pointers bound as their defaults.
 
     The pointers' class (the library's own `_FuncPtr`) is reachable from anywhere (`_CFuncPtr.__subclasses__()`),
     and a `__call__` set on it is what calling its instances runs (red team 51; no audit event is raised for a
@@ -276,22 +253,15 @@ def _bound(lib, fns: dict) -> tuple:
     def positional_words(w, key, _f=fns["kg_positional"], _lib=lib, _ok=_cpu_words, _int=int, _own=own):
         return _int(_f(w.data_ptr(), w.numel(), 0, key)) if _ok(w) and not _own("__call__") else None
 
-    def noise_floats(dst, a, b, _f=fns["kg_noise_floats"], _lib=lib, _ok=_floats, _own=own):
-        if not _ok(dst) or _own("__call__"):
-            return False
-        _f(dst.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF)
-        return True
-
     def fresh_floats(dst, x, a, b, c, s, _f=fns["kg_fresh_floats"], _lib=lib, _ok=_floats, _own=own):
         if not (_ok(dst) and _ok(x) and dst.numel() == x.numel()) or _own("__call__"):
             return False
         _f(dst.data_ptr(), x.data_ptr(), dst.numel(), a & 0xFFFFFFFF, b & 0xFFFFFFFF, c, s)
         return True
 
-    for new, old in ((digest_words, _DOCS[0]), (positional_words, _DOCS[1]), (noise_floats, _DOCS[2]),
-                     (fresh_floats, _DOCS[3])):
+    for new, old in zip((digest_words, positional_words, fresh_floats), _DOCS):
         new.__doc__ = old
-    return digest_words, positional_words, noise_floats, fresh_floats
+    return digest_words, positional_words, fresh_floats
 
 
-_DOCS = (digest_words.__doc__, positional_words.__doc__, noise_floats.__doc__, fresh_floats.__doc__)
+_DOCS = (digest_words.__doc__, positional_words.__doc__, fresh_floats.__doc__)

@@ -38,16 +38,6 @@ def test_digests_equal_the_torch_forms_bit_for_bit(loaded):
 
 
 @needs_cc
-def test_noise_equals_the_torch_form_bit_for_bit(loaded):
-    for n in (1, 3, 4, 4095, 4096, 4097, 12345, 1 << 20):
-        for seed in (0, 1, 987654321, (1 << 62) - 1):
-            a, b = loop._noise_ab(seed)
-            out = torch.full((n,), -1.0)
-            assert native.noise_floats(out, a, b)
-            assert torch.equal(out, loop.cpu_noise_bytes(n, seed).float()), (n, seed)
-
-
-@needs_cc
 def test_fresh_inputs_are_the_same_with_and_without_the_library(loaded):
     x = [None, None, torch.arange(6)]
     scal = [True, True, False]
@@ -76,7 +66,7 @@ def test_only_bytes_load_and_bad_bytes_are_refused():
             "assert not native.active();"
             "import torch; w = torch.arange(4);"
             "assert native.digest_words(w) is None and native.positional_words(w, 0) is None;"
-            "assert not native.noise_floats(torch.empty(4), 1, 2)")
+            "assert not native.fresh_floats(torch.empty(4), torch.empty(4), 1, 2, 1.0, 1.0)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -137,6 +127,6 @@ def test_a_call_set_on_the_pointers_class_sends_the_harness_to_the_torch_forms()
             "[setattr(c, '__call__', lambda self, *a: 0) for c in ctypes._CFuncPtr.__subclasses__()"
             " if c.__name__ == '_FuncPtr'];"
             "assert native.positional_words(digest.words(x), 5) is None and native.digest_words(digest.words(x)) is None;"
-            "assert not native.noise_floats(torch.empty(4), 1, 2) and not native.fresh_floats(torch.empty(4), torch.empty(4), 1, 2, 1.0, 1.0);"
+            "assert not native.fresh_floats(torch.empty(4), torch.empty(4), 1, 2, 1.0, 1.0);"
             "assert digest.positional(x, 5) == want and digest.digest(x) == digest._digest_torch(digest.words(x))")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

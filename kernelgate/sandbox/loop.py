@@ -243,8 +243,7 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         elif ok and g is None:                  # CPU: (noise bytes - MID) * c + x * s, each op rounded on its own
             a, b = _noise_ab(_seed_of(seed, k))
             if not native.fresh_floats(dst, x, a, b, UNIT * NOISE * r, s):     # float32: one C pass, the same bits
-                if not native.noise_floats(dst, a, b):
-                    dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
+                dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
                 dst.sub_(MID).mul_(UNIT * NOISE * r).add_(torch.mul(x, s))
         elif ok:
             noise = torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).to(x.dtype)
