@@ -14,6 +14,13 @@ perf_ns = _time.perf_counter_ns
 monotonic = _time.monotonic
 cuda_sync = torch.cuda.synchronize
 Event = torch.cuda.Event
+#: the timed loop's forms (kernelgate/sandbox/loop.py): the device-wide synchronize and the event type's methods as
+#: torch's C functions, no Python frame between (the worker's harness thread runs under a trace function that
+#: every Python call pays: torch.cuda.synchronize is 24 calls, an event pair's creation, records and waits 54, about
+#: 0.2 ms an iteration on an H100's host, benchmarks/results/h100_harness_fixed_session31.json). For a device that is
+#: already initialised and current (the worker's, after its prime).
+device_sync = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
+EventBase = getattr(torch._C, "_CudaEventBase", None) or torch.cuda.Event
 
 
 def ms_since(t0_ns: int) -> float:

@@ -49,7 +49,7 @@ def digest(t: torch.Tensor) -> int:
     fast = native.digest_words(w)
     if fast is not None:
         return fast
-    if w.is_cuda and _triton_kernel() is not None:
+    if w.is_cuda and _fits(w) and _triton_kernel() is not None:
         return _digest_triton(w)
     return _digest_torch(w)
 
@@ -124,14 +124,41 @@ def _triton_kernel():
     return _KERNEL[0]
 
 
-def _digest_triton(w: torch.Tensor) -> int:
-    if w.data_ptr() % 16:                    # one compiled variant: 16-byte aligned words only
-        w = w.clone()
+#: the compiled kernels by (0 digest / 1 positional, whether the key needs 64 bits), launched past Triton's dispatch
+#: (`_launch`); filled by `warm` where a launch through them gives the dispatched launch's sums
+_FAST: dict = {}
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_I32 = 1 << 31
+
+
+def _launch(i: int, w: torch.Tensor, args: tuple, wide: bool = False) -> torch.Tensor:
+    """Kernel i over the words w (16-byte aligned) with its other arguments `args`: the per-block partial sums (on
+    w's device). Through the compiled kernel warm kept where there is one: Triton's dispatch (binding, the cache
+    key, launch metadata: about 28 Python calls) runs on the harness's thread under its trace function, which every
+    Python call pays (2-3 us each on an H100's host, benchmarks/results/h100_harness_fixed_session31.json)."""
     n = w.numel()
     grid = (n + BLOCK - 1) // BLOCK
     partial = torch.empty(grid, dtype=torch.int64, device=w.device)
-    _triton_kernel()[(grid,)](w, partial, n, BLOCK=BLOCK)
-    return int(partial.sum())
+    fast = _FAST.get((i, wide))
+    if fast is not None:
+        fast.run(grid, 1, 1, _RAW_STREAM(w.device.index), fast.function, fast.packed_metadata, None, None, None,
+                 w, partial, n, *args, BLOCK)
+    else:
+        _KERNEL[i][(grid,)](w, partial, n, *args, BLOCK=BLOCK)
+    return partial
+
+
+def _fits(w: torch.Tensor) -> bool:
+    """Whether the built kernels take w: a word count under 2**31 (Triton types an int by its value: a larger one
+    would compile another variant, on the harness's thread after the lockdown) and a 16-byte aligned address (the
+    caller copies an unaligned one)."""
+    return w.numel() < _I32
+
+
+def _digest_triton(w: torch.Tensor) -> int:
+    if w.data_ptr() % 16:                    # one compiled variant: 16-byte aligned words only
+        w = w.clone()
+    return int(_launch(0, w, ()).sum())
 
 
 def digests(ts: list) -> list[int | None]:
@@ -158,7 +185,7 @@ def positional(t: torch.Tensor, key: int = 0) -> int:
     fast = native.positional_words(w, _wrap(key))
     if fast is not None:
         return fast
-    if w.is_cuda and _triton_kernel() is not None:
+    if w.is_cuda and _fits(w) and _triton_kernel() is not None:
         return _positional_triton(w, key)
     return _positional_torch(w, key)
 
@@ -168,11 +195,8 @@ def _positional_triton(w: torch.Tensor, key: int) -> int:
     H100, `benchmarks/results/h100_harness_parts_session30.json`)."""
     if w.data_ptr() % 16:
         w = w.clone()
-    n = w.numel()
-    grid = (n + BLOCK - 1) // BLOCK
-    partial = torch.empty(grid, dtype=torch.int64, device=w.device)
-    _KERNEL[1][(grid,)](w, partial, n, _wrap(key), _STEP, _MUL, BLOCK=BLOCK)
-    return _wrap(int(partial.sum()))
+    k = _wrap(key)
+    return _wrap(int(_launch(1, w, (k, _STEP, _MUL), not -_I32 <= k < _I32).sum()))
 
 
 def _positional_torch(w: torch.Tensor, key: int) -> int:
@@ -204,6 +228,29 @@ def warm(device: str) -> None:
     digests([t])
     for key in (0, 1 << 40):
         positional(t, key)
+    if _triton_kernel() is None or _RAW_STREAM is None or _FAST:
+        return
+    # the compiled variants the dispatched launches above built, kept only where launching them directly gives the
+    # same sums as the torch forms on words of every bit pattern (another Triton's launcher signature: not kept)
+    g = torch.Generator(device=device).manual_seed(1)
+    w = words(torch.randint(-(1 << 62), 1 << 62, (3 * BLOCK + 5,), dtype=torch.int64, device=device, generator=g))
+    found = {}
+    for i, wide, args in ((0, False, ()), (1, False, (7, _STEP, _MUL)), (1, True, (1 << 40, _STEP, _MUL))):
+        kernel = _KERNEL[i]
+        n = w.numel()
+        partial = torch.empty((n + BLOCK - 1) // BLOCK, dtype=torch.int64, device=device)
+        compiled = kernel[(partial.numel(),)](w, partial, n, *args, BLOCK=BLOCK)
+        if compiled is None or not hasattr(compiled, "run"):
+            return
+        found[(i, wide)] = compiled
+    try:
+        _FAST.update(found)
+        ok = (_digest_triton(w) == _digest_torch(w) and _positional_triton(w, 7) == _positional_torch(w, 7)
+              and _positional_triton(w, 1 << 40) == _positional_torch(w, 1 << 40))
+    except Exception:  # noqa: BLE001 - another launcher signature: the dispatched launch serves
+        ok = False
+    if not ok:
+        _FAST.clear()
 
 
 def positionals(ts: list, key: int = 0) -> list[int | None]:

@@ -135,3 +135,27 @@ def test_on_a_gpu_the_triton_digests_equal_the_torch_forms():
         for key in (0, 7, -(1 << 62), (1 << 63) - 1):
             assert d._positional_triton(w, key) == d._positional_torch(w, key), (n, key)
             assert d._positional_triton(w, key) == d._positional_torch(w.cpu(), key)     # GPU and CPU agree
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_direct_launch_is_kept_and_equals_the_dispatched_one():
+    """warm keeps the compiled kernels for launches past Triton's dispatch (digest._launch) where they give the torch
+    forms' sums; on the GPU machine's Triton it must (or the harness pays the dispatch's Python calls again)."""
+    from kernelgate import digest as d
+    if not torch.cuda.is_available() or d._triton_kernel() is None:
+        pytest.skip("needs a CUDA GPU and Triton")
+    d.warm("cuda")
+    assert set(d._FAST) == {(0, False), (1, False), (1, True)}
+    g = torch.Generator(device="cuda").manual_seed(2)
+    for n in (1, 4096, 4097, 3 << 20):
+        w = d.words(torch.randn(2 * n, device="cuda", generator=g))
+        direct = (d.digest(w), d.positional(w), d.positional(w, 1 << 50))
+        kept = dict(d._FAST)
+        d._FAST.clear()
+        try:
+            dispatched = (d.digest(w), d.positional(w), d.positional(w, 1 << 50))
+        finally:
+            d._FAST.update(kept)
+        assert direct == dispatched == (d._digest_torch(w), d._positional_torch(w, 0), d._positional_torch(w, 1 << 50))
+    odd = torch.randn(4099, device="cuda", generator=g)[1:]      # not 16-byte aligned: copied first
+    assert d.digest(odd) == d._digest_torch(d.words(odd.cpu()))

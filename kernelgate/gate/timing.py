@@ -24,11 +24,12 @@ from ..sandbox import loop
 from ..sandbox.loop import NOISE, RESAMPLE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
-HARNESS_VERSION = 7                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
+HARNESS_VERSION = 8                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
 #                                      4: inputs with a declared domain varied inside it; 5: the inputs' commitment
 #                                      a positional digest, refilled buffers keep their version; 6: the CPU mixes
 #                                      in C (kernelgate/native.py); 7: a float32 CPU input's values in one C pass,
-#                                      each op rounded on its own
+#                                      each op rounded on its own; 8: the GPU loop's synchronizes and events as
+#                                      C functions, the digest kernels launched past Triton's dispatch
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 

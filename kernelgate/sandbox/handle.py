@@ -149,3 +149,9 @@ def flush_buffer(nbytes: int, device: str) -> torch.Tensor:
 
 def zero(t: torch.Tensor) -> None:
     t.zero_()
+
+
+def event_pair(event_type: Any) -> tuple[Any, Any, Any]:
+    """Two timing events of `event_type` (clock.EventBase) and the harness thread's current CUDA stream, for the
+    timed loop to record again every iteration."""
+    return event_type(enable_timing=True), event_type(enable_timing=True), torch.cuda.current_stream()

@@ -44,20 +44,23 @@ def timed_loop(model: Callable, make: Callable[..., list[Any]], steps, device: s
     cuda = device.startswith("cuda")
     # the torch ops of this frame (which holds the harness's callbacks) run in handle's frames (handle.py)
     flush = handle.flush_buffer(flush_bytes, device)
+    if cuda:    # C functions only inside the loop (clock.py): one event pair, recorded again every iteration
+        sync, ev = clock.device_sync, clock.EventBase
+        record, wait, elapsed = ev.record, ev.synchronize, ev.elapsed_time
+        start, end, stream = handle.event_pair(ev)
     with torch.no_grad():
         for index, step in enumerate(steps):
             xs = make(*step)
             handle.zero(flush)
             if cuda:
-                start, end = clock.Event(enable_timing=True), clock.Event(enable_timing=True)
-                clock.cuda_sync()         # inputs and flush done on every stream: nothing overlaps the start
-                start.record()
-                start.synchronize()  # the start timestamp precedes anything the candidate launches
+                sync()                    # inputs and flush done on every stream: nothing overlaps the start
+                record(start, stream)
+                wait(start)               # the start timestamp precedes anything the candidate launches
                 out = model(*xs)
-                clock.cuda_sync()         # device-wide: side-stream work lands inside the window
-                end.record()
-                end.synchronize()
-                sample = start.elapsed_time(end)
+                sync()                    # device-wide: side-stream work lands inside the window
+                record(end, stream)
+                wait(end)
+                sample = elapsed(start, end)
             else:
                 t0 = clock.perf_ns()
                 out = model(*xs)

@@ -201,6 +201,7 @@ def timer_ids() -> dict[str, int]:
         "statistics.median": statistics.median, "threading.Thread.start": threading.Thread.start,
         "kernelgate.clock.perf_ns": clock.perf_ns, "kernelgate.clock.monotonic": clock.monotonic,
         "kernelgate.clock.cuda_sync": clock.cuda_sync, "kernelgate.clock.Event": clock.Event,
+        "kernelgate.clock.device_sync": clock.device_sync, "kernelgate.clock.EventBase": clock.EventBase,
         "kernelgate.loop.timed_loop": loop.timed_loop, "kernelgate.loop.warm_up": loop.warm_up,
     }
     return {k: id(v) for k, v in objs.items()}
