@@ -124,8 +124,8 @@ def _triton_kernel():
     return _KERNEL[0]
 
 
-#: the compiled kernels by (0 digest / 1 positional, whether the key needs 64 bits), launched past Triton's dispatch
-#: (`_launch`); filled by `warm` where a launch through them gives the dispatched launch's sums
+#: the compiled kernels by (0 digest / 1 positional, whether the key needs 64 bits, the CUDA device's index), launched
+#: past Triton's dispatch (`_launch`); filled by `warm` where a launch through them gives the dispatched launch's sums
 _FAST: dict = {}
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _I32 = 1 << 31
@@ -139,7 +139,7 @@ def _launch(i: int, w: torch.Tensor, args: tuple, wide: bool = False) -> torch.T
     n = w.numel()
     grid = (n + BLOCK - 1) // BLOCK
     partial = torch.empty(grid, dtype=torch.int64, device=w.device)
-    fast = _FAST.get((i, wide))
+    fast = _FAST.get((i, wide, w.device.index))
     if fast is not None:
         fast.run(grid, 1, 1, _RAW_STREAM(w.device.index), fast.function, fast.packed_metadata, None, None, None,
                  w, partial, n, *args, BLOCK)
@@ -228,7 +228,11 @@ def warm(device: str) -> None:
     digests([t])
     for key in (0, 1 << 40):
         positional(t, key)
-    if _triton_kernel() is None or _RAW_STREAM is None or _FAST:
+    if _triton_kernel() is None or _RAW_STREAM is None:
+        return
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    if any(k[2] == index for k in _FAST):
         return
     # the compiled variants the dispatched launches above built, kept only where launching them directly gives the
     # same sums as the torch forms on words of every bit pattern (another Triton's launcher signature: not kept)
@@ -236,21 +240,21 @@ def warm(device: str) -> None:
     w = words(torch.randint(-(1 << 62), 1 << 62, (3 * BLOCK + 5,), dtype=torch.int64, device=device, generator=g))
     found = {}
     for i, wide, args in ((0, False, ()), (1, False, (7, _STEP, _MUL)), (1, True, (1 << 40, _STEP, _MUL))):
-        kernel = _KERNEL[i]
         n = w.numel()
         partial = torch.empty((n + BLOCK - 1) // BLOCK, dtype=torch.int64, device=device)
-        compiled = kernel[(partial.numel(),)](w, partial, n, *args, BLOCK=BLOCK)
+        compiled = _KERNEL[i][(partial.numel(),)](w, partial, n, *args, BLOCK=BLOCK)
         if compiled is None or not hasattr(compiled, "run"):
             return
-        found[(i, wide)] = compiled
+        found[(i, wide, index)] = compiled
+    _FAST.update(found)
     try:
-        _FAST.update(found)
         ok = (_digest_triton(w) == _digest_torch(w) and _positional_triton(w, 7) == _positional_torch(w, 7)
               and _positional_triton(w, 1 << 40) == _positional_torch(w, 1 << 40))
     except Exception:  # noqa: BLE001 - another launcher signature: the dispatched launch serves
         ok = False
     if not ok:
-        _FAST.clear()
+        for k in found:
+            _FAST.pop(k, None)
 
 
 def positionals(ts: list, key: int = 0) -> list[int | None]:

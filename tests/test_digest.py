@@ -145,7 +145,7 @@ def test_on_a_gpu_the_direct_launch_is_kept_and_equals_the_dispatched_one():
     if not torch.cuda.is_available() or d._triton_kernel() is None:
         pytest.skip("needs a CUDA GPU and Triton")
     d.warm("cuda")
-    assert set(d._FAST) == {(0, False), (1, False), (1, True)}
+    assert set(d._FAST) == {(0, False, 0), (1, False, 0), (1, True, 0)}
     g = torch.Generator(device="cuda").manual_seed(2)
     for n in (1, 4096, 4097, 3 << 20):
         w = d.words(torch.randn(2 * n, device="cuda", generator=g))
