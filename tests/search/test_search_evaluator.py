@@ -56,13 +56,41 @@ def test_the_confirmed_result_keeps_the_search_profile():
 
 
 def test_no_confirmation_without_the_time_for_it():
+    """The best of several timed candidates is dropped when no time is left to confirm it (the winner's curse)."""
     clock = FakeClock()
     planner = Planner(Budget(100), clock)
     planner.record("b", 30.0)
     clock.t += 80                                                # 15 s left, +10 s of grace < 30 s needed
-    got, tries, tried, notes, _ = run_confirm([timed("b", 1.3)], {"b": timed("b", 1.3)}, planner)
+    got, tries, tried, notes, _ = run_confirm([timed("a", 1.1, claimed=False), timed("b", 1.3)],
+                                              {"b": timed("b", 1.3)}, planner)
     assert got is None and tried == [] and tries == []
-    assert any("no time is left to confirm" in n for n in notes)
+    assert any("no time is left to confirm" in n and "not kept" in n for n in notes)
+
+
+def test_the_only_timed_candidate_stands_unconfirmed_when_no_time_is_left():
+    """With one timed candidate there was no pick among noisy figures: its claim stands with the search's figures,
+    marked kept unconfirmed; an unclaimed, flagged or lone-among-several one does not."""
+    from dataclasses import replace
+    from kernelgate.records import Evaluation, Status
+    from search_fakes import OK
+
+    def late():
+        clock = FakeClock()
+        planner = Planner(Budget(100), clock)
+        planner.record("b", 30.0)
+        clock.t += 80
+        return planner
+    b = timed("b", 1.7)
+    rejected = Evaluation(timed("r", 1.0).candidate, replace(OK, status=Status.REJECTED))
+    got, tries, tried, notes, _ = run_confirm([rejected, b], {}, late())
+    assert got is b and tried == [] and tries[0]["kept_unconfirmed"] and not tries[0]["confirmed"]
+    assert any("kept unconfirmed" in n for n in notes)
+    for history in ([timed("b", 1.15, claimed=False)], [timed("b", 1.7), timed("c", 1.2)]):
+        got, tries, *_ = run_confirm(history, {}, late())
+        assert got is None and tries == []
+    flagged = timed("b", 4.0)
+    flagged = replace(flagged, speedup=replace(flagged.speedup, flagged=True))
+    assert run_confirm([flagged], {}, late())[0] is None
 
 
 def _evaluator(build_s):
