@@ -92,24 +92,24 @@ def main() -> int:
         "fresh": lambda: loop.fresh([x], 1.1, next(seeds), [True], r, dev, out=[buf]),
         "flush_zero": lambda: handle.zero(flush),
         "digest": lambda: digest.digests([out]),
-        "positional": lambda: digest.positionals([buf], 1 << 40),
+        "positional": lambda: digest.positionals([buf], 0),
         "describe": lambda: sensors.describe_output(out, sensors._storages([buf]), dev),
         "json": lambda: json.dumps({"d": [1 << 62], "i": [1 << 61], "t": 0.1, "m": {"single": True,
                                                                                    "meta": [[[128, 512], "float32"]]}}),
     }
     if cuda:
-        fast = dict(digest._FAST)
+        fast = digest._gpu
 
         def dispatched(fn):          # through Triton's dispatch (the form before the direct launch)
             def run():
-                digest._FAST.clear()
+                digest._gpu = digest._dispatched
                 try:
                     return fn()
                 finally:
-                    digest._FAST.update(fast)
+                    digest._gpu = fast
             return run
         pieces["digest_dispatch"] = dispatched(lambda: digest.digests([out]))
-        pieces["positional_dispatch"] = dispatched(lambda: digest.positionals([buf], 1 << 40))
+        pieces["positional_dispatch"] = dispatched(lambda: digest.positionals([buf], 0))
         pieces["digest_torch"] = lambda: digest._digest_torch(w)
         pieces["positional_torch"] = lambda: digest._positional_torch(w, 1 << 40)
         pieces["sync"] = torch.cuda.synchronize
@@ -150,7 +150,8 @@ def main() -> int:
     pieces["sleep_0.2ms"] = lambda: time.sleep(0.0002)
     tracer = audit.make_tracer(g.trusted, g.stdlib, frozenset(), lambda m: None)
     rows = []
-    print("direct digest launch:", bool(digest._FAST))
+    direct = digest._gpu not in (digest._dispatched, digest._unlaunched)
+    print("direct digest launch:", direct)
     for name, fn in pieces.items():
         plain = timed(fn, sync, a.iters)
         sys.settrace(tracer)
@@ -164,7 +165,7 @@ def main() -> int:
     for row in rows:
         print(f"{row['piece']:>18} {row['plain_us']:>10.1f} {row['traced_us']:>10.1f} {row['python_calls']:>9}")
     if a.out:
-        doc = {"device": dev, "direct_launch": bool(digest._FAST), "shape": list(shape), "iters": a.iters, "watched_names": watched, "rows": rows,
+        doc = {"device": dev, "direct_launch": direct, "shape": list(shape), "iters": a.iters, "watched_names": watched, "rows": rows,
                "command": " ".join(sys.argv), "conditions": conditions(dev)}
         Path(a.out).write_text(json.dumps(doc, indent=1))
     return 0

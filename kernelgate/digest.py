@@ -18,7 +18,9 @@ nothing of kernelgate but that leaf: the worker and the judge both use it.
 """
 from __future__ import annotations
 
+import copy
 import threading
+from typing import Callable
 
 import torch
 
@@ -124,28 +126,36 @@ def _triton_kernel():
     return _KERNEL[0]
 
 
-#: the compiled kernels by (0 digest / 1 positional, whether the key needs 64 bits, the CUDA device's index), launched
-#: past Triton's dispatch (`_launch`); filled by `warm` where a launch through them gives the dispatched launch's sums
-_FAST: dict = {}
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _I32 = 1 << 31
 
 
-def _launch(i: int, w: torch.Tensor, args: tuple, wide: bool = False) -> torch.Tensor:
+def _dispatched(i: int, w: torch.Tensor, partial: torch.Tensor, args: tuple) -> bool:
+    """Kernel i through Triton's dispatch (the judge's process, and a worker's before `warm`)."""
+    _KERNEL[i][(partial.numel(),)](w, partial, w.numel(), *args, BLOCK=BLOCK)
+    return True
+
+
+def _unlaunched(i: int, w: torch.Tensor, partial: torch.Tensor, args: tuple) -> bool:
+    """No kernel: the caller takes the torch form (a worker whose private launchers failed warm's self-test)."""
+    return False
+
+
+#: how the GPU digests launch their kernels. A worker's `warm` rebinds it (before the guard's snapshot of the names
+#: the harness looks up: a later rebinding ends the worker) to a launcher over private copies of the compiled
+#: kernels, or to `_unlaunched`: never Triton's dispatch after warm, whose caches (`_KERNEL[i].device_caches`) and
+#: compiled kernels candidate code can reach and change without an audit event (red team 52 replaced a kept compiled
+#: kernel with its own, and swapped a cached one's function handle)
+_gpu = _dispatched
+
+
+def _launch(i: int, w: torch.Tensor, args: tuple) -> torch.Tensor | None:
     """Kernel i over the words w (16-byte aligned) with its other arguments `args`: the per-block partial sums (on
-    w's device). Through the compiled kernel warm kept where there is one: Triton's dispatch (binding, the cache
-    key, launch metadata: about 28 Python calls) runs on the harness's thread under its trace function, which every
-    Python call pays (2-3 us each on an H100's host, benchmarks/results/h100_harness_fixed_session31.json)."""
-    n = w.numel()
-    grid = (n + BLOCK - 1) // BLOCK
-    partial = torch.empty(grid, dtype=torch.int64, device=w.device)
-    fast = _FAST.get((i, wide, w.device.index))
-    if fast is not None:
-        fast.run(grid, 1, 1, _RAW_STREAM(w.device.index), fast.function, fast.packed_metadata, None, None, None,
-                 w, partial, n, *args, BLOCK)
-    else:
-        _KERNEL[i][(grid,)](w, partial, n, *args, BLOCK=BLOCK)
-    return partial
+    w's device), or None where the torch form must serve. Past Triton's dispatch once warm ran: the dispatch (binding,
+    the cache key, launch metadata: about 28 Python calls) runs on the harness's thread under its trace function,
+    which every Python call pays (2-3 us each on an H100's host, benchmarks/results/h100_harness_fixed_session31.json)."""
+    partial = torch.empty((w.numel() + BLOCK - 1) // BLOCK, dtype=torch.int64, device=w.device)
+    return partial if _gpu(i, w, partial, args) else None
 
 
 def _fits(w: torch.Tensor) -> bool:
@@ -158,7 +168,8 @@ def _fits(w: torch.Tensor) -> bool:
 def _digest_triton(w: torch.Tensor) -> int:
     if w.data_ptr() % 16:                    # one compiled variant: 16-byte aligned words only
         w = w.clone()
-    return int(_launch(0, w, ()).sum())
+    partial = _launch(0, w, ())
+    return _digest_torch(w) if partial is None else int(partial.sum())
 
 
 def digests(ts: list) -> list[int | None]:
@@ -185,7 +196,7 @@ def positional(t: torch.Tensor, key: int = 0) -> int:
     fast = native.positional_words(w, _wrap(key))
     if fast is not None:
         return fast
-    if w.is_cuda and _fits(w) and _triton_kernel() is not None:
+    if w.is_cuda and key == 0 and _fits(w) and _triton_kernel() is not None:
         return _positional_triton(w, key)
     return _positional_torch(w, key)
 
@@ -195,8 +206,8 @@ def _positional_triton(w: torch.Tensor, key: int) -> int:
     H100, `benchmarks/results/h100_harness_parts_session30.json`)."""
     if w.data_ptr() % 16:
         w = w.clone()
-    k = _wrap(key)
-    return _wrap(int(_launch(1, w, (k, _STEP, _MUL), not -_I32 <= k < _I32).sum()))
+    partial = _launch(1, w, (_wrap(key), _STEP, _MUL))
+    return _positional_torch(w, key) if partial is None else _wrap(int(partial.sum()))
 
 
 def _positional_torch(w: torch.Tensor, key: int) -> int:
@@ -220,41 +231,64 @@ def _positional_torch(w: torch.Tensor, key: int) -> int:
 
 
 def warm(device: str) -> None:
-    """Build the GPU kernels of `digest` and `positional` now (a worker, before its lockdown: nothing is compiled on
-    the harness's thread after). Triton types an int argument by its value, so `positional` is built for a key that
-    fits in 32 bits and for one that does not (the judge's secret keys: a first call with one built the kernel at
-    build time, on the harness's thread, and ended every GPU candidate's worker as `introspection`)."""
+    """Build the GPU kernels of `digest` and of `positional` with key 0 now (a worker, before its lockdown: nothing is
+    compiled on the harness's thread after), then launch them past Triton's dispatch from here on (`_gpu`). A
+    positional digest with another key (the worker's secret-keyed checks of parameters and earlier calls' tensors,
+    outside the timed window) is the torch form on a GPU: no kernel object candidate code could reach serves it
+    (red team 52). Triton types an int argument by its value: the key-0 kernel is built for a key that fits in 32 bits
+    and word counts under 2**31 (`_fits`)."""
+    global _gpu
     t = torch.ones(1 << 16, device=device)
     digests([t])
-    for key in (0, 1 << 40):
-        positional(t, key)
-    if _triton_kernel() is None or _RAW_STREAM is None:
+    positional(t, 0)
+    if _triton_kernel() is None or _RAW_STREAM is None or _gpu is not _dispatched:
         return
+    _gpu = _private_launcher(device)
+
+
+def _private_launcher(device: str) -> Callable[..., bool]:
+    """A launcher over private copies of the compiled digest kernels (each compiled kernel's launcher object copied,
+    its mutable attributes deep-copied; held only as defaults of the function returned, which candidate code cannot
+    read), kept where it gives the torch forms' sums on words of every bit pattern; else `_unlaunched`."""
     index = torch.device(device).index
     index = torch.cuda.current_device() if index is None else index
-    if any(k[2] == index for k in _FAST):
-        return
-    # the compiled variants the dispatched launches above built, kept only where launching them directly gives the
-    # same sums as the torch forms on words of every bit pattern (another Triton's launcher signature: not kept)
     g = torch.Generator(device=device).manual_seed(1)
     w = words(torch.randint(-(1 << 62), 1 << 62, (3 * BLOCK + 5,), dtype=torch.int64, device=device, generator=g))
-    found = {}
-    for i, wide, args in ((0, False, ()), (1, False, (7, _STEP, _MUL)), (1, True, (1 << 40, _STEP, _MUL))):
-        n = w.numel()
-        partial = torch.empty((n + BLOCK - 1) // BLOCK, dtype=torch.int64, device=device)
-        compiled = _KERNEL[i][(partial.numel(),)](w, partial, n, *args, BLOCK=BLOCK)
-        if compiled is None or not hasattr(compiled, "run"):
-            return
-        found[(i, wide, index)] = compiled
-    _FAST.update(found)
+    partial = torch.empty((w.numel() + BLOCK - 1) // BLOCK, dtype=torch.int64, device=device)
+    kept = []
     try:
-        ok = (_digest_triton(w) == _digest_torch(w) and _positional_triton(w, 7) == _positional_torch(w, 7)
-              and _positional_triton(w, 1 << 40) == _positional_torch(w, 1 << 40))
-    except Exception:  # noqa: BLE001 - another launcher signature: the dispatched launch serves
+        for i, args in ((0, ()), (1, (0, _STEP, _MUL))):
+            compiled = _KERNEL[i][(partial.numel(),)](w, partial, w.numel(), *args, BLOCK=BLOCK)
+            mine = copy.copy(compiled.run)          # the launcher (a property in some Triton versions)
+            for k, v in list(vars(mine).items()):
+                if isinstance(v, (list, dict, set, bytearray)):
+                    setattr(mine, k, copy.deepcopy(v))
+            kept.append((mine, compiled.function, copy.deepcopy(compiled.packed_metadata), compiled))
+    except Exception:  # noqa: BLE001 - another Triton's objects: the torch forms serve
+        return _unlaunched
+    table = {(0, index): kept[0], (1, index): kept[1]}
+
+    def direct(i: int, w: torch.Tensor, partial: torch.Tensor, args: tuple, _table=table, _stream=_RAW_STREAM,
+               _block=BLOCK, _I32=_I32) -> bool:
+        entry = _table.get((i, w.device.index))
+        if entry is None or (args and not -_I32 <= args[0] < _I32):     # the key-0 kernel takes a 32-bit key
+            return False
+        entry[0](partial.numel(), 1, 1, _stream(w.device.index), entry[1], entry[2], None, None, None,
+                 w, partial, w.numel(), *args, _block)
+        return True
+    try:
+        ok = all(int(_launch_with(direct, i, w, args).sum()) == ref for i, args, ref in (
+            (0, (), _digest_torch(w)), (1, (0, _STEP, _MUL), _positional_torch(w, 0))))
+    except Exception:  # noqa: BLE001 - another launcher signature: the torch forms serve
         ok = False
-    if not ok:
-        for k in found:
-            _FAST.pop(k, None)
+    return direct if ok else _unlaunched
+
+
+def _launch_with(launcher: Callable[..., bool], i: int, w: torch.Tensor, args: tuple) -> torch.Tensor:
+    partial = torch.empty((w.numel() + BLOCK - 1) // BLOCK, dtype=torch.int64, device=w.device)
+    if not launcher(i, w, partial, args):
+        raise RuntimeError("no launch")
+    return partial
 
 
 def positionals(ts: list, key: int = 0) -> list[int | None]:
