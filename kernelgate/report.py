@@ -268,8 +268,9 @@ def _summary(result: dict) -> list[str]:
             continue
         fresh_fig = (f"{_ratio(c.get('fresh_ratio'))}, 95% CI {_ci(c.get('fresh_ci'))}"
                      if c.get("fresh_ratio") is not None else _line(c.get("verdict")))
+        as_emitted = f" as the emitted {c['module']}" if c.get("module") else ""
         lines.append(f"Confirmation of {c.get('strategy')}: {_ratio(c.get('search_ratio'))} in the search; judged "
-                     f"and timed afresh: {fresh_fig} -> " + ("confirmed (the figures above are the fresh ones)."
+                     f"and timed afresh{as_emitted}: {fresh_fig} -> " + ("confirmed (the figures above are the fresh ones)."
                                                              if c.get("confirmed") else "not confirmed, not kept."))
     noisy = _unreliable_sentence(result)
     if noisy:

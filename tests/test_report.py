@@ -222,6 +222,11 @@ def test_a_claim_kept_unconfirmed_is_said_so():
     assert "1.50x claimed in the search by the only candidate timed; no time was left to judge and time it afresh " \
            "-> kept unconfirmed (the figures above are the search's)" in md
     assert "kept unconfirmed (no time; the only candidate timed)" in md
+    conf = ({"candidate": "y", "strategy": "rewrite:y", "search_ratio": 1.5, "search_ci": [1.4, 1.6],
+             "fresh_ratio": 1.45, "fresh_ci": [1.4, 1.5], "confirmed": True, "module": "optimized.py"},)
+    md = render_markdown(_result(confirmations=conf))
+    assert "Confirmation of rewrite:y: 1.50x in the search; judged and timed afresh as the emitted optimized.py: " \
+           "1.45x" in md
 
 
 # ------------------------------------------------------------------ issue 12 item 9: reading the output

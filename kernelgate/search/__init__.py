@@ -77,6 +77,10 @@ class Search:
         self.confirmed: Evaluation | None = None      # the best after confirm(), with its fresh measurement
         self.confirmations: list[dict] = []           # each confirmation tried: search vs fresh figures
         self.confirm_ran = False
+        #: where set (optimize's), the confirmation judges and times the module emitted from a contender: this writes
+        #: it (optimized.py) and returns its spec; `emitted_for` is then the candidate whose module the file holds
+        self.emit_for: Callable[[Candidate], Any] | None = None
+        self.emitted_for: str | None = None
 
     # what finalize and the API read
     @property
@@ -214,10 +218,14 @@ class Search:
         # plus 10%). A search's first candidate has an empty history and is no confirmation: judged by the promise,
         # it ran into the time kept for the end of the run (a 90 s budget took 133-142 s on a loaded CPU)
         judge_by = self.planner.at(OVERRUN) if confirming else None
+        spec = None
+        if confirming and self.emit_for is not None:     # the file a user imports, through the class they import
+            spec = self.emit_for(c)
+            self.emitted_for = c.id
         try:
             return self.evaluator.judge_and_time(c, tcfg, profile, deadline, build, history,
                                                  0 if confirming else self.scfg.variant_trials, profile_min,
-                                                 judge_by=judge_by)
+                                                 judge_by=judge_by, spec=spec)
         finally:
             self._sync_baselines()
 
@@ -232,6 +240,16 @@ class Search:
                                                 - self.planner.confirm_s(first))
             self.confirmed, self.confirmations = evaluator_mod.confirm(
                 self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
+        if self.emit_for is not None:                    # which tries judged the emitted module
+            self.confirmations = [dict(t, module="optimized.py") if "fresh_ratio" in t and not t.get(
+                "kept_unconfirmed") else t for t in self.confirmations]
+
+    def emitted_confirmed(self) -> bool:
+        """Whether the emitted module on disk is the confirmed candidate's and its confirmation was the gate's
+        check of that module (judged and timed through the class a user imports): no second check is needed."""
+        c = self.confirmed
+        return (self.emit_for is not None and c is not None and self.emitted_for == c.candidate.id
+                and any(t.get("confirmed") and t.get("candidate") == c.candidate.id for t in self.confirmations))
 
     def context(self, generation: int = 0, mode: str = EXPLORE) -> Context:
         t = self.task

@@ -139,17 +139,19 @@ class Evaluator:
     def judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None = None,
                        build_timeout: float | None = None, history: Sequence[Evaluation] = (),
                        variant_trials: int = 0, profile_min: float = 0.0,
-                       on_accept: Callable[[], None] | None = None, judge_by: float | None = None) -> Evaluation:
+                       on_accept: Callable[[], None] | None = None, judge_by: float | None = None,
+                       spec: workload.Spec | None = None) -> Evaluation:
         """The gate in a fresh worker, then a measurement interleaved with the live baselines (rounds stop
         at `deadline`, at least 2), then a profile (skipped past the deadline, and below `profile_min` times the
         baseline). The full gate, except for a parametric variant of a family in `history` that passed it
         (policy.variant_anchor): `variant_trials` main trials then, every other check as always.
         `on_accept`: called once the candidate has passed the gate, before it is timed (kernelgate submit
         readies the baselines there, so a rejected candidate costs no baseline build). `judge_by`
-        (time.monotonic()): when the judgement must be done; by default `build_timeout` from its start."""
+        (time.monotonic()): when the judgement must be done; by default `build_timeout` from its start. `spec`: the
+        module judged and timed for c, where it is not c's own source (the confirmation's emitted module)."""
         with self.phases.candidate(c.id):
             return self._judge_and_time(c, tcfg, profile, deadline, build_timeout, history, variant_trials,
-                                        profile_min, on_accept, judge_by)
+                                        profile_min, on_accept, judge_by, spec)
 
     def candidate_path(self, c: Candidate) -> Path:
         """Where a candidate's file is written (and judged from)."""
@@ -168,12 +170,13 @@ class Evaluator:
     def _judge_and_time(self, c: Candidate, tcfg: TimingConfig, profile: bool, deadline: float | None,
                         build_timeout: float | None, history: Sequence[Evaluation], variant_trials: int,
                         profile_min: float, on_accept: Callable[[], None] | None = None,
-                        judge_by: float | None = None) -> Evaluation:
+                        judge_by: float | None = None, spec: workload.Spec | None = None) -> Evaluation:
         ph = self.phases
-        path = self.candidate_path(c)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(c.source)
-        spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
+        if spec is None:
+            path = self.candidate_path(c)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(c.source)
+            spec = workload.Spec(str(path.resolve()), workload.CANDIDATE_CLASS)
         # what is left of the budget bounds the build and each call too (a torch.compile candidate compiles on
         # its first call, where only the call's timeout stops it)
         cfg = self.cfg if build_timeout is None else replace(
@@ -288,7 +291,7 @@ def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner
                    f"it ({need:.0f} s needed, {max(planner.left(), 0):.0f} s left): not kept")
             notes.append(msg)
             say(msg)
-            break
+            continue            # the next contender may take less (a stack under compile took 22 s, its base less)
         say(f"confirming {e.candidate.strategy} ({e.speedup.ratio:.2f}x in the search) with a fresh measurement")
         tcfg = cfg.confirm_timing or replace(cfg.timing, rounds=CONFIRM_ROUNDS * cfg.timing.rounds)
         fresh = judge_and_time(e.candidate, tcfg, profile=False,

@@ -279,6 +279,9 @@ class Planner:
         self.admission_s = 0.0                      # task admission's trials (Task.admission_s)
         self.emit_over_admission = EMIT_OVER_ADMISSION     # emit_over_admission(the task's device)
         self.emit_over_baseline = EMIT_OVER_BASELINE   # EMIT_OVER_BASELINE_CACHED with a shared compile cache
+        #: whether the confirmation judges and times the module emitted from a contender (optimize's: one judgement
+        #: for both the confirmation and the emitted module's check), not the contender's own source
+        self.emit_confirms = False
 
     def elapsed(self) -> float:
         return self.clock() - self.t0
@@ -301,10 +304,20 @@ class Planner:
 
     def confirm_s(self, e: Evaluation) -> float:
         """What confirming e takes (judging and timing it again) and checking the module emitted from it (its
-        verdict's time again)."""
+        verdict's time again). Where the confirmation judges and times the emitted module itself (`emit_confirms`),
+        that check is the confirmation, and what is kept beside it is the check of the baseline's module emitted
+        instead should the confirmation fail."""
         cid = e.candidate.id
         longer = (CONFIRM_ROUNDS - 1) * self.timing_s.get(cid, 0.0)     # its measurement has more rounds
-        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + longer + e.verdict.seconds
+        after = self.baseline_emit_estimate() if self.emit_confirms else e.verdict.seconds
+        return self.again.get(cid, self.cost.get(cid, self.avg_s())) + longer + after
+
+    def baseline_emit_estimate(self) -> float:
+        """What the gate's check of a module emitted from the faster baseline takes: as long as it took before
+        (EMIT_AGAIN), else about 0.7-1.3 times building and timing the baseline."""
+        if self.baseline_emit_s is not None:
+            return EMIT_AGAIN * self.baseline_emit_s
+        return max(self.emit_over_baseline * self.baseline_check_s, self.emit_over_admission * self.admission_s)
 
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check
@@ -316,11 +329,8 @@ class Planner:
         # compile baseline built left no time for the two (a 90 s budget took 133-142 s on a loaded CPU)
         extra = 0.0 if pending is None else max(PENDING_OVER_ELAPSED * pending,
                                                 PENDING_OVER_ADMISSION * self.admission_s)
-        if best_now is None:    # the emitted module is then the faster baseline: its check took this before,
-            if self.baseline_emit_s is not None:        # else about 0.7-1.3 times building and timing it
-                return EMIT_AGAIN * self.baseline_emit_s + extra
-            return max(self.emit_over_baseline * self.baseline_check_s, self.emit_over_admission * self.admission_s) \
-                + extra
+        if best_now is None:    # the emitted module is then the faster baseline's
+            return self.baseline_emit_estimate() + extra
         return self.confirm_s(best_now) + extra
 
     def expected_s(self, c: Candidate, history: Sequence[Evaluation]) -> float:

@@ -2,6 +2,8 @@
 by a candidate's stack, the incumbent."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kernelgate.records import Candidate, Evaluation, Level, Reason, Status, Verdict
@@ -197,3 +199,21 @@ def test_a_shared_compile_cache_makes_the_emitted_checks_reserve_smaller():
     assert p.reserve_s(None) == pytest.approx(1.3 * 28.0)
     p.emit_over_baseline = EMIT_OVER_BASELINE_CACHED
     assert p.reserve_s(None) == pytest.approx(0.7 * 28.0)
+
+
+def test_a_confirmation_of_the_emitted_module_keeps_time_for_the_baselines_module_only():
+    """optimize's confirmation judges and times the emitted module itself (the emitted check and the confirmation
+    in one judgement): what is kept beside judging and timing the best again is the check of the baseline's module
+    that would be emitted should the confirmation fail, not the best's own verdict time again."""
+    from kernelgate.search.policy import EMIT_AGAIN
+    p = Planner(Budget(seconds=90.0), FakeClock())
+    best = timed("best", 1.7)
+    best = replace(best, verdict=replace(best.verdict, seconds=30.0))
+    p.again["best"], p.timing_s["best"] = 20.0, 4.0
+    p.baseline_check_s = 10.0
+    assert p.confirm_s(best) == pytest.approx(20.0 + 4.0 + 30.0)
+    p.emit_confirms = True
+    assert p.confirm_s(best) == pytest.approx(20.0 + 4.0 + p.baseline_emit_estimate())
+    assert p.baseline_emit_estimate() < 30.0 and p.reserve_s(None) == pytest.approx(p.baseline_emit_estimate())
+    p.baseline_emit_s = 13.0                           # an earlier run's check of the baseline's module
+    assert p.confirm_s(best) == pytest.approx(20.0 + 4.0 + 13.0 * EMIT_AGAIN)
