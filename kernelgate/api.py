@@ -389,10 +389,13 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     search.notes.extend(proposer_notes)
     search.phases.since(t0, "prepare")   # the task, the oracle, admission, an LLM endpoint's check
 
+    emitted_bytes: dict[str, bytes] = {}
+
     def emit_for(c):
         """The confirmation judges and times the module a user would import: optimized.py from contender c."""
         path = emit_mod.emit(out_dir / "optimized.py", c.source, spec.cls, task.device, [task.args(task.given)],
                              c.strategy)
+        emitted_bytes[c.id] = path.read_bytes()
         return workload.Spec(str(path.resolve()), spec.cls)
     search.emit_for = emit_for
     search.planner.emit_confirms = True
@@ -432,8 +435,10 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
 
     t_emit = time.monotonic()
     with search.phases.timed("emitted check"):
-        if result.best is not None and search.emitted_confirmed():
-            # the confirmation judged and timed optimized.py itself, through the class a user imports
+        judged = emitted_bytes.get(result.best.candidate.id) if result.best is not None else None
+        if judged is not None and search.emitted_confirmed() and (out_dir / "optimized.py").read_bytes() == judged:
+            # the confirmation judged and timed optimized.py itself, through the class a user imports (the file as it
+            # was written then: one changed since is emitted and checked again below)
             emitted, emitted_verdict = out_dir / "optimized.py", result.best.verdict
             say(f"the emitted module ({emitted.name}:{spec.cls}) is the one the confirmation judged and timed")
         else:

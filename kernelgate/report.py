@@ -199,7 +199,6 @@ def _confirmation_rows(result: dict) -> list[dict[str, str]]:
             continue
         ev = _search_ev(result, c.get("candidate"))
         outcome = ("confirmed" if c.get("confirmed") else
-                   "kept unconfirmed (no time; the only candidate timed)" if c.get("kept_unconfirmed") else
                    "not confirmed, not kept" if c.get("fresh_ratio") is not None else _line(c.get("verdict"), 90))
         rows.append({"candidate": str(c.get("strategy") or "-"),
                      "median (search)": _cell(ev.get("timing")), "baseline (search)": _cell(ev.get("baseline")),
@@ -261,11 +260,6 @@ def _summary(result: dict) -> list[str]:
         lines.append(f"No candidate beat the faster baseline ({kind}); the baseline is kept.")
     lines.append(f"Candidates evaluated: {len(n)}, accepted by the gate: {sum(map(_accepted, n))}.")
     for c in result.get("confirmations") or []:
-        if c.get("kept_unconfirmed"):
-            lines.append(f"Confirmation of {c.get('strategy')}: {_ratio(c.get('search_ratio'))} claimed in the search "
-                         "by the only candidate timed; no time was left to judge and time it afresh -> kept "
-                         "unconfirmed (the figures above are the search's).")
-            continue
         fresh_fig = (f"{_ratio(c.get('fresh_ratio'))}, 95% CI {_ci(c.get('fresh_ci'))}"
                      if c.get("fresh_ratio") is not None else _line(c.get("verdict")))
         as_emitted = f" as the emitted {c['module']}" if c.get("module") else ""

@@ -213,15 +213,8 @@ def test_confirmations_are_reported_and_the_best_row_is_found_by_id():
     assert r["best_id"] == r["evaluations"][3]["candidate"]["id"]
 
 
-def test_a_claim_kept_unconfirmed_is_said_so():
+def test_a_confirmation_of_the_emitted_module_is_said_so():
     from kernelgate.report import render_markdown
-    conf = ({"candidate": "y", "strategy": "runtime:cudagraph+tuned", "search_ratio": 1.5, "search_ci": [1.4, 1.6],
-             "fresh_ratio": None, "fresh_ci": None, "verdict": "no time to confirm", "confirmed": False,
-             "kept_unconfirmed": True},)
-    md = render_markdown(_result(confirmations=conf))
-    assert "1.50x claimed in the search by the only candidate timed; no time was left to judge and time it afresh " \
-           "-> kept unconfirmed (the figures above are the search's)" in md
-    assert "kept unconfirmed (no time; the only candidate timed)" in md
     conf = ({"candidate": "y", "strategy": "rewrite:y", "search_ratio": 1.5, "search_ci": [1.4, 1.6],
              "fresh_ratio": 1.45, "fresh_ci": [1.4, 1.5], "confirmed": True, "module": "optimized.py"},)
     md = render_markdown(_result(confirmations=conf))

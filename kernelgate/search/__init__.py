@@ -212,8 +212,16 @@ class Search:
                         confirming: bool = True) -> Evaluation:
         """The confirmation calls this as it is (`confirming`: the full gate, always); the search's evaluations with
         `confirming=False` and their history."""
-        # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes)
-        build = max(10.0, min(self.cfg.build_timeout, self.planner.left() - self.planner.reserve_s(contender(self.history))))
+        # a build cannot run past what is left of the budget (torch.compile's autotuning can take minutes); a
+        # confirmation's may take what is left of the promise less what would follow a failed one (the baseline's
+        # module's check): the time kept for the end of the run is its own (counting it again cut every confirmation's
+        # build to the 10 s floor, and rejected a candidate whose build had taken longer in the search: red team 53)
+        if confirming:
+            after = self.planner.baseline_emit_estimate() if self.planner.emit_confirms else 0.0
+            room = self.planner.left() + 0.1 * self.planner.budget.seconds - after
+        else:
+            room = self.planner.left() - self.planner.reserve_s(contender(self.history))
+        build = max(10.0, min(self.cfg.build_timeout, room))
         # the judgement within that too; a confirmation spends the time kept for it, up to the promise (the budget
         # plus 10%). A search's first candidate has an empty history and is no confirmation: judged by the promise,
         # it ran into the time kept for the end of the run (a 90 s budget took 133-142 s on a loaded CPU)
@@ -241,8 +249,7 @@ class Search:
             self.confirmed, self.confirmations = evaluator_mod.confirm(
                 self._judge_and_time, self.history, self.planner, self.scfg, self.notes, self.say)
         if self.emit_for is not None:                    # which tries judged the emitted module
-            self.confirmations = [dict(t, module="optimized.py") if "fresh_ratio" in t and not t.get(
-                "kept_unconfirmed") else t for t in self.confirmations]
+            self.confirmations = [dict(t, module="optimized.py") for t in self.confirmations]
 
     def emitted_confirmed(self) -> bool:
         """Whether the emitted module on disk is the confirmed candidate's and its confirmation was the gate's

@@ -247,19 +247,6 @@ def full_gate(e: Evaluation) -> bool:
 
 # ------------------------------------------------------------------ the confirm step
 
-def lone_claim(e: Evaluation, history: Sequence[Evaluation]) -> bool:
-    """Whether e may stand unconfirmed when no time is left to confirm it: it claimed (its interval's lower bound
-    cleared the bar against the faster baseline timed interleaved with it), is not flagged as implausible, was
-    judged by the full gate, and is the only candidate of the run that was timed. The confirmation corrects the
-    winner's curse (the fastest of several noisy figures overstates its speedup); with one figure there was no pick.
-    On the H100 a 90 s budget's baselines left time for one candidate, and 1.73x and 1.68x claims were dropped
-    (benchmarks/results/suite_kbdev40_h100_session31.json)."""
-    sp = e.speedup
-    timed = [h for h in history if h.speedup is not None]
-    return (sp is not None and sp.claimed and not sp.flagged and e.accepted and full_gate(e)
-            and len(timed) == 1 and timed[0] is e)
-
-
 def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner: Planner, cfg: SearchConfig,
             notes: list[str], say: Callable[[str], None]) -> tuple[Evaluation | None, list[dict[str, Any]]]:
     """Guard against the winner's curse: the fastest of several noisy measurements overstates its
@@ -275,18 +262,6 @@ def confirm(judge_and_time: JudgeAndTime, history: Sequence[Evaluation], planner
         # the emitted module's own check follows: keep its time too, within the budget plus 10%
         need = planner.confirm_s(e)
         if planner.left() + 0.1 * budget_s < need:
-            if not tries and lone_claim(e, history):
-                msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x claimed in the search, by the only candidate "
-                       f"timed (no pick among noisy figures to correct); no time is left to confirm it ({need:.0f} s "
-                       f"needed, {max(planner.left(), 0):.0f} s left): kept unconfirmed, with the search's figures")
-                notes.append(msg)
-                say(msg)
-                tries.append({"candidate": e.candidate.id, "strategy": e.candidate.strategy,
-                              "search_ratio": e.speedup.ratio, "search_ci": [e.speedup.low, e.speedup.high],
-                              "fresh_ratio": None, "fresh_ci": None, "fresh_threshold": None, "fresh_ms": None,
-                              "fresh_baseline_ms": None, "verdict": "no time to confirm", "confirmed": False,
-                              "kept_unconfirmed": True})
-                return e, tries
             msg = (f"{e.candidate.strategy}: {e.speedup.ratio:.2f}x in the search, but no time is left to confirm "
                    f"it ({need:.0f} s needed, {max(planner.left(), 0):.0f} s left): not kept")
             notes.append(msg)

@@ -22,7 +22,7 @@ from typing import Any
 
 FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
 OK, FAILED, DEGENERATE, PENDING = "ok", "failed", "degenerate", "pending"
-CSV_FIELDS = ("id", "level", "name", "outcome", "counted_speedup", "speedup", "claimed", "flagged", "unconfirmed", "ci_low",
+CSV_FIELDS = ("id", "level", "name", "outcome", "counted_speedup", "speedup", "claimed", "flagged", "ci_low",
               "ci_high", "best_strategy", "baseline_kind", "baseline_ms", "best_ms", "candidates", "accepted",
               "seconds", "budget_s", "setup_s", "setup_share", "attempts", "device", "reason", "message")
 
@@ -96,9 +96,6 @@ def summarize(rows: list[dict[str, Any]], suite: dict[str, Any], reviews: Any = 
                      for r in rows if r.get("outcome") == FAILED],
         "flagged": [{"id": r["id"], "speedup": r.get("speedup"), "best_strategy": r.get("best_strategy"),
                      "review": _review_text(r)} for r in rows if r.get("outcome") == OK and r.get("flagged")],
-        # counted, and listed apart: claimed by the run's only timed candidate, with no time left to confirm it
-        "unconfirmed": [{"id": r["id"], "speedup": r.get("speedup"), "best_strategy": r.get("best_strategy")}
-                        for r in rows if r.get("outcome") == OK and r.get("claimed") and r.get("unconfirmed")],
         "degenerate": [{"id": r["id"], "reason": r.get("reason"), "message": r.get("message")}
                        for r in rows if r.get("outcome") == DEGENERATE],
         "pending": [r["id"] for r in rows if r.get("outcome") == PENDING],

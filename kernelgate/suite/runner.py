@@ -104,9 +104,6 @@ def _result_fields(doc: dict[str, Any], budget_s: float, outcome: dict[str, Any]
     return {
         "speedup": speedup, "claimed": claimed,
         "flagged": bool(claimed and isinstance(speedup, (int, float)) and speedup > FLAG_ABOVE),
-        # the search's own figure, the only candidate timed, with no time left to confirm it (search/evaluator.py)
-        "unconfirmed": bool(claimed and any(isinstance(c, dict) and c.get("kept_unconfirmed")
-                                            for c in doc.get("confirmations") or ())),
         "ci": doc.get("speedup_ci"), "best_strategy": doc.get("best_strategy"),
         "baseline_kind": doc.get("baseline_kind"), "baseline_ms": doc.get("baseline_ms"), "best_ms": doc.get("best_ms"),
         "candidates": doc.get("candidates"), "accepted": doc.get("accepted"), "device": doc.get("device"),

@@ -47,19 +47,6 @@ def test_geomean_counts_failures_kept_and_flagged_as_one_and_leaves_degenerate_o
     assert geomean([]) is None
 
 
-def test_a_claim_kept_unconfirmed_counts_and_is_listed_apart():
-    from kernelgate.suite.runner import _result_fields
-    doc = {"speedup": 1.7, "speedup_claimed": True, "best_strategy": "s",
-           "confirmations": [{"candidate": "x", "kept_unconfirmed": True, "confirmed": False}]}
-    fields = _result_fields(doc, 90.0, {})
-    assert fields["unconfirmed"] and fields["claimed"]
-    assert not _result_fields({**doc, "confirmations": [{"confirmed": True}]}, 90.0, {})["unconfirmed"]
-    rows = [row("u", speedup=1.7, unconfirmed=True), row("a", speedup=2.0)]
-    out = summarize(rows, {})
-    assert out["geomean_speedup"] == pytest.approx((1.7 * 2.0) ** 0.5) and out["claimed"] == ["u", "a"]
-    assert out["unconfirmed"] == [{"id": "u", "speedup": 1.7, "best_strategy": None}]
-
-
 def test_fast_p():
     doc = summarize(ROWS, {})
     # denominator 6 (a-f); finished with a result: a b c d f (5); > 1: a b; > 1.2: a b; > 1.5: a; > 2: none
