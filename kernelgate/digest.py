@@ -149,19 +149,19 @@ def _unlaunched(i: int, w: torch.Tensor, partial: torch.Tensor, args: tuple) -> 
 _gpu = _dispatched
 
 
-def _launch(i: int, w: torch.Tensor, args: tuple) -> torch.Tensor | None:
-    """Kernel i over the words w (16-byte aligned) with its other arguments `args`: the per-block partial sums (on
-    w's device), or None where the torch form must serve. Past Triton's dispatch once warm ran: the dispatch (binding,
-    the cache key, launch metadata: about 28 Python calls) runs on the harness's thread under its trace function,
-    which every Python call pays (2-3 us each on an H100's host, benchmarks/results/h100_harness_fixed_session31.json)."""
+def _launch(i: int, w: torch.Tensor, args: tuple, via: Callable[..., bool] | None = None) -> torch.Tensor | None:
+    """Kernel i over the words w (16-byte aligned) with its other arguments `args`, through `via` (default `_gpu`):
+    the per-block partial sums (on w's device), or None where the torch form must serve. Past Triton's dispatch once
+    warm ran: the dispatch (binding, the cache key, launch metadata: about 28 Python calls) runs on the harness's
+    thread under its trace function, which every Python call pays (2-3 us each on an H100's host,
+    benchmarks/results/h100_harness_fixed_session31.json)."""
     partial = torch.empty((w.numel() + BLOCK - 1) // BLOCK, dtype=torch.int64, device=w.device)
-    return partial if _gpu(i, w, partial, args) else None
+    return partial if (via or _gpu)(i, w, partial, args) else None
 
 
 def _fits(w: torch.Tensor) -> bool:
     """Whether the built kernels take w: a word count under 2**31 (Triton types an int by its value: a larger one
-    would compile another variant, on the harness's thread after the lockdown) and a 16-byte aligned address (the
-    caller copies an unaligned one)."""
+    would compile another variant, on the harness's thread after the lockdown)."""
     return w.numel() < _I32
 
 
@@ -277,18 +277,12 @@ def _private_launcher(device: str) -> Callable[..., bool]:
                  w, partial, w.numel(), *args, _block)
         return True
     try:
-        ok = all(int(_launch_with(direct, i, w, args).sum()) == ref for i, args, ref in (
-            (0, (), _digest_torch(w)), (1, (0, _STEP, _MUL), _positional_torch(w, 0))))
+        sums = [(_launch(i, w, args, direct), ref) for i, args, ref in (
+            (0, (), _digest_torch(w)), (1, (0, _STEP, _MUL), _positional_torch(w, 0)))]
+        ok = all(partial is not None and int(partial.sum()) == ref for partial, ref in sums)
     except Exception:  # noqa: BLE001 - another launcher signature: the torch forms serve
         ok = False
     return direct if ok else _unlaunched
-
-
-def _launch_with(launcher: Callable[..., bool], i: int, w: torch.Tensor, args: tuple) -> torch.Tensor:
-    partial = torch.empty((w.numel() + BLOCK - 1) // BLOCK, dtype=torch.int64, device=w.device)
-    if not launcher(i, w, partial, args):
-        raise RuntimeError("no launch")
-    return partial
 
 
 def positionals(ts: list, key: int = 0) -> list[int | None]:

@@ -254,9 +254,8 @@ class Search:
     def emitted_confirmed(self) -> bool:
         """Whether the emitted module on disk is the confirmed candidate's and its confirmation was the gate's
         check of that module (judged and timed through the class a user imports): no second check is needed."""
-        c = self.confirmed
-        return (self.emit_for is not None and c is not None and self.emitted_for == c.candidate.id
-                and any(t.get("confirmed") and t.get("candidate") == c.candidate.id for t in self.confirmations))
+        c = self.confirmed               # set only by a try whose fresh judgement and timing claimed
+        return self.emit_for is not None and c is not None and self.emitted_for == c.candidate.id
 
     def context(self, generation: int = 0, mode: str = EXPLORE) -> Context:
         t = self.task
