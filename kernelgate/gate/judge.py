@@ -53,7 +53,9 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
     `deadline` (time.monotonic()): a search's budget for the judgement; a request past it ends the judgement
     rejected for `timeout` (budget), never accepted."""
     t0 = time.perf_counter()
-    s = Session(task, cand, cfg, worker=spares.take() if spares is not None else None, own_code=own_code)
+    with phase("worker start"):         # a spare's prime in flight is waited for here
+        worker = spares.take() if spares is not None else None
+    s = Session(task, cand, cfg, worker=worker, own_code=own_code)
     s.phase = phase
     s.deadline = deadline
     s.checks.append(task.admission)

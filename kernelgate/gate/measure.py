@@ -15,7 +15,7 @@ import torch
 
 from ..config import GateConfig, TimingConfig
 from ..records import Reason, Timing, Verdict
-from ..sandbox import prebuild
+from ..sandbox import Spares, prebuild
 from . import memory, timing
 from . import verdict as verdicts
 from .session import Rejected, Session
@@ -82,7 +82,8 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             say, deadline: float | None = None, bystanders: tuple[Session, ...] = ()
             ) -> tuple[dict[str, Timing], dict[str, Verdict]]:
     """See _measure; `bystanders`: other live workers (a candidate waiting to be timed next), frozen throughout,
-    as are extension builders (sandbox/prebuild.py)."""
+    as are extension builders (sandbox/prebuild.py); a spare worker's prime in flight is waited for (sandbox/spares.py)."""
+    Spares.quiet()
     for b in bystanders:
         b.pause()
     try:

@@ -60,6 +60,21 @@ def worker_limits(task: Task, cfg: GateConfig) -> dict:
     return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
 
 
+def prime_request(task: Task, path: str = "") -> dict:
+    """The harness's prime (sandbox/worker.py `op_prime`): before any candidate code, what torch starts on first
+    use, the digest kernels, and JAX's runtime for a file that imports JAX."""
+    return {"op": "prime", "device": task.device, "jax": bool(path) and uses_jax(path),
+            "native": native.ensure()}      # the harness's C mixes (kernelgate/native.py)
+
+
+def spare_options(task: Task, cfg: GateConfig) -> dict:
+    """sandbox.Spares's options for a search: the candidates' limits, and the prime sent ahead to each spare,
+    except in the lean memory plan (gate/memory.py), where a spare holds no CUDA context of its own until taken."""
+    lean = bool(getattr(task, "lean", False))
+    return {**worker_limits(task, cfg), "prime": None if lean else prime_request(task),
+            "prime_timeout": cfg.build_timeout}
+
+
 @dataclass
 class Batch:
     """One timed batch as the judge saw it: its plan, the judge's wall time, the worker's commitments."""
@@ -200,9 +215,7 @@ class Session:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
         with self.phase("worker start"):        # a spare started ahead has (part of) this behind it
-            self.request({"op": "prime", "device": t.device, "jax": uses_jax(self.cand.path),
-                          "native": native.ensure()},      # the harness's C mixes (kernelgate/native.py)
-                         self.cfg.build_timeout, "start")
+            self.request(prime_request(t, self.cand.path), self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
         self.thread_stamps0 = isolation.thread_stamps(self.worker.pid) if self.worker.pid else {}

@@ -1,20 +1,36 @@
 """Workers started ahead of need (kernelgate/sandbox/host.py `Worker`)."""
 from __future__ import annotations
 
+import threading
+from typing import Any, ClassVar
+
 from .host import Worker
 
 
 class Spares:
     """Workers started ahead of need, for a caller that judges one candidate after another (optimize):
-    the next candidate's interpreter start and torch import overlap the current candidate's checks.
-    A spare has loaded no candidate code, and every candidate still gets a process of its own."""
+    the next candidate's interpreter start and torch import overlap the current candidate's checks, and with
+    `prime` (the harness's prime request: the CUDA context, torch's first-use threads, the digest kernels'
+    builds; seconds on a GPU host) so does its prime. A spare has loaded no candidate code, and every candidate
+    still gets a process of its own.
 
-    def __init__(self, *, output_limit: int = 4 << 20, memory_limit: int | None = None):
+    A spare's prime runs on the device: `quiet()` waits for every prime in flight, and the timer calls it before
+    a measurement, so no spare's work shares the device or the host with a timed batch."""
+
+    _priming: ClassVar[set[threading.Thread]] = set()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, *, output_limit: int = 4 << 20, memory_limit: int | None = None,
+                 prime: dict[str, Any] | None = None, prime_timeout: float = 300.0):
         self.output_limit, self.memory_limit = output_limit, memory_limit
+        self.prime, self.prime_timeout = prime, prime_timeout
         self._spare: Worker | None = None
+        self._thread: threading.Thread | None = None
+        self.primed_ahead = 0               # spares whose prime finished before they were taken
 
     def take(self, label: str = "candidate") -> Worker:
         """The spare if it is alive (then none is left until refill), else a new, unstarted worker."""
+        self._settle()
         w, self._spare = self._spare, None
         if w is None or not w.alive():
             if w is not None:
@@ -24,13 +40,44 @@ class Spares:
         return w
 
     def refill(self) -> None:
-        """Start the next spare now (its start-up runs while the caller works)."""
+        """Start the next spare now (its start-up, and its prime when given, run while the caller works)."""
         if self._spare is None:
             w = Worker("spare", output_limit=self.output_limit, memory_limit=self.memory_limit)
             w.start()
             self._spare = w
+            if self.prime is not None:
+                t = threading.Thread(target=self._prime, args=(w,), name="kernelgate-spare-prime", daemon=True)
+                with Spares._lock:
+                    Spares._priming.add(t)
+                self._thread = t
+                t.start()
+
+    def _prime(self, w: Worker) -> None:
+        try:
+            w.request(dict(self.prime or {}), self.prime_timeout)
+            self.primed_ahead += 1
+        except Exception:  # noqa: BLE001 - a spare that failed its prime is dead or closed: take() starts another
+            w.close()
+        finally:
+            with Spares._lock:
+                Spares._priming.discard(threading.current_thread())
+
+    def _settle(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @classmethod
+    def quiet(cls) -> None:
+        """Wait until no spare's prime is running (any Spares of this process): the timer's call before a
+        measurement."""
+        with cls._lock:
+            running = list(cls._priming)
+        for t in running:
+            t.join()
 
     def close(self) -> None:
         if self._spare is not None:
             self._spare.close()
             self._spare = None
+        self._settle()

@@ -13,8 +13,8 @@ from ..config import GateConfig, TimingConfig
 from ..gate import baselines as baselines_mod
 from ..gate import bench as bench_mod
 from ..gate import timing
-from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session, worker_limits
-from ..gate.session import prebuilder
+from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session
+from ..gate.session import prebuilder, spare_options
 from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
@@ -48,7 +48,7 @@ class Evaluator:
     def start_spares(self) -> None:
         """Start the next candidate's worker (while the baselines build)."""
         with self.phases.timed("spares"):
-            self.spares = Spares(**worker_limits(self.task, self.cfg))
+            self.spares = Spares(**spare_options(self.task, self.cfg))
             self.spares.refill()
 
     # ------------------------------------------------------------ baselines

@@ -76,6 +76,38 @@ def test_spares_start_ahead_and_are_never_shared():
     w.close()
 
 
+
+@pytest.mark.slow
+def test_a_spare_is_primed_ahead_and_the_timer_waits_for_primes_in_flight():
+    """With `prime`, a spare's prime runs while the caller works; `quiet` (the timer's call) returns only once no
+    prime is running; the spare taken is primed (its second prime is a no-op's cost); a spare whose prime fails
+    is never handed out."""
+    import time
+    from kernelgate import native
+    from kernelgate.sandbox import Spares
+    sp = Spares(prime={"op": "prime", "device": "cpu", "jax": False, "native": native.ensure()})
+    sp.refill()
+    assert Spares._priming                              # running in the background
+    Spares.quiet()
+    assert not Spares._priming and sp.primed_ahead == 1
+    w = sp.take()
+    try:
+        t = time.monotonic()
+        reply = w.request({"op": "prime", "device": "cpu", "jax": False, "native": native.ensure()}, 60)
+        assert reply["ok"] and time.monotonic() - t < 5
+    finally:
+        w.close()
+    bad = Spares(prime={"op": "prime", "device": "nonsense-device", "jax": False, "native": native.ensure()})
+    bad.refill()
+    failed = bad._spare
+    Spares.quiet()
+    assert bad.primed_ahead == 0 and not failed.alive()
+    fresh = bad.take()
+    assert fresh is not failed and fresh.proc is None   # a new, unstarted worker instead
+    fresh.close()
+    bad.close()
+
+
 SPINNER = '''
 import ctypes, os, threading, time
 import torch
