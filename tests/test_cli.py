@@ -347,6 +347,7 @@ def test_bench_output_calls_a_noisy_timing_unreliable():
     assert "unreliable" not in format_bench(BenchResult("ref.py", "cpu", "cpu", "eager", (BenchRow("eager", quiet),)))
 
 
+@pytest.mark.slow
 def test_the_cli_module_runs_as_the_package_does(tmp_path):
     """`python -m kernelgate.cli` ran nothing and exited 0 (no main guard): a harness taking exit 0 as accepted
     accepted everything (red team 44)."""

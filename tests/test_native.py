@@ -118,6 +118,7 @@ def test_the_fused_fresh_input_equals_the_torch_ops_bit_for_bit(loaded):
 
 
 @needs_cc
+@pytest.mark.slow
 def test_a_call_set_on_the_pointers_class_sends_the_harness_to_the_torch_forms():
     """Red team 51: the pointers' class is reachable (`_CFuncPtr.__subclasses__()`) and a `__call__` set there runs
     instead of the C function, with no audit event; the harness's functions then serve the torch forms."""

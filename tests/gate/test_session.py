@@ -1,4 +1,5 @@
 """gate/session.py: what one session leaves behind for the next on the same task."""
+import pytest
 import torch
 
 from kernelgate import workload
@@ -35,6 +36,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_a_session_failing_after_a_load_leaves_the_reference_at_its_initial_parameters(write):
     """A candidate rejected between the trials' loads of perturbed parameters must not leave the oracle holding them:
     the next session's first calls (judged against the reference) would reject an honest candidate."""
@@ -50,6 +52,7 @@ def test_a_session_failing_after_a_load_leaves_the_reference_at_its_initial_para
     assert good.status.value == "accepted", good.message
 
 
+@pytest.mark.slow
 def test_building_a_session_leaves_the_reference_as_it_is(write, monkeypatch):
     """A baseline builds in the background while a candidate's trials have other parameters loaded into the
     oracle: building may not set the oracle back (an honest torch.compile candidate was compared against the
@@ -68,6 +71,7 @@ def test_building_a_session_leaves_the_reference_as_it_is(write, monkeypatch):
     assert all(torch.equal(held[k], v) for k, v in state.items())
 
 
+@pytest.mark.slow
 def test_own_code_is_judged_on_the_short_plan_and_a_candidate_on_the_full_one(write, monkeypatch):
     """The module emitted from a baseline (the reference's own code in the drop-in wrapper, `own_code`) gets the
     lean plan's trials: no repeated calls on one trial's inputs, at most two layouts, two input families (a 6 GiB
@@ -115,6 +119,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_the_repeated_call_lands_on_finite_inputs_whatever_the_draw(write, monkeypatch):
     """The trial called again on the same inputs is drawn in secret; where the draw lands on a trial with NaN inputs
     (NaN is never equal to itself, so a memo keyed on equality misses), the next trial with finite inputs is called

@@ -498,6 +498,7 @@ class ModelNew(torch.nn.Module):
 
 
 @needs_linux
+@pytest.mark.slow
 def test_parallel_regions_run_after_the_lockdown_on_one_thread(tmp_path, monkeypatch):
     """On a 16-core host libgomp retires the pool's surplus threads when a smaller parallel region starts (MKL
     picks its team per GEMM) and creates them again for the next larger one, which the lockdown refuses:

@@ -227,6 +227,7 @@ time.sleep(1.1)
 """
 
 
+@pytest.mark.slow
 def test_an_extra_thread_state_is_let_go_only_within_the_settle_window():
     """JAX's runtime threads take a thread state for a moment after a Pallas call on the GPU (the softmax port was
     ended `introspection`): a JAX task's worker on a GPU lets an extra frameless state go within its window; with no
