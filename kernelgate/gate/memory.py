@@ -46,6 +46,17 @@ LEAN_ABOVE = 1 << 30        # a forward needing more than this (bytes) is judged
 CONTEXT = 1 << 29           # a process's CUDA context (about 0.5 GiB; no plan shrinks it)
 
 
+def poison_bytes(task: Any) -> int:
+    """The NaN blocks a worker hands its allocator before each judged call (sandbox/handle.py `nan_blocks`, two of
+    this many bytes each): two outputs' worth on a GPU, whose caching allocator splits a freed block for the next
+    requests; one output's worth in the lean plan and on the CPU. There the C library returns a block of its
+    mmap threshold (32 MiB at most) or more to the system when freed, so a block twice a 16 MiB output's size was
+    fresh pages every call (27-35 ms a call, 2 of them per trial) and poisoned nothing the next allocation reuses,
+    while a block of the output's own size is the one an output-sized request gets back."""
+    once = task.lean or str(getattr(task, "device", "cpu")).startswith("cpu")
+    return (1 if once else 2) * task.out_bytes()
+
+
 def kept_outputs(task: Any, processes: int = 3) -> int | None:
     """Steps a timed batch of the lean plan may have: the worker keeps every step's outputs until the judge, after
     the batch, picks which to re-check, beside its pool entry and its input buffer (a task's inputs each) and the

@@ -20,7 +20,7 @@ from ..config import GateConfig
 from ..oracle import Runs
 from ..records import Check, Reason
 from ..sandbox import Worker, WorkerFailure, ipc, isolation, prebuild
-from . import checks, correctness, timing
+from . import checks, correctness, memory, timing
 from .task import Task
 from .layouts import LAYOUTS
 from .trials import FAMILY, FAR, LAYOUT, iter_trials, layout_keys, main_count, relaid
@@ -331,7 +331,7 @@ class Session:
 
     def call(self, xs: list[Any]) -> dict:
         """One forward on `xs`, written into an input buffer the judge picks at random (timing.SLOTS)."""
-        return self.request({"op": "call", "inputs": xs, "poison_bytes": (1 if self.task.lean else 2) * self.task.out_bytes(),
+        return self.request({"op": "call", "inputs": xs, "poison_bytes": memory.poison_bytes(self.task),
                              "slot": secrets.randbelow(timing.SLOTS), "lean": self.task.lean},
                             self.cfg.call_timeout, "forward")
 

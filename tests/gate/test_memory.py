@@ -287,3 +287,17 @@ def test_a_lean_timed_batch_keeps_only_the_outputs_that_fit():
     assert m.kept_outputs(task(True, 6 * gib)) == 3              # (36 - 12 - 1.5 GiB) / 6 GiB
     assert m.kept_outputs(task(True, 1 << 20)) > 1000
     assert m.kept_outputs(task(True, 6 * gib, peak=8 * gib)) == 2   # never fewer than 2
+
+
+def test_the_poison_is_two_outputs_worth_on_a_gpu_and_one_on_the_cpu_or_in_the_lean_plan():
+    """gate/memory.py poison_bytes: on the CPU a block twice a large output's bytes is mmapped fresh each call and
+    freed back to the system (benchmarks/results/cpu_poison_session32.json)."""
+    class T:
+        def __init__(self, device, lean):
+            self.device, self.lean = device, lean
+
+        def out_bytes(self):
+            return 1 << 24
+    assert memory.poison_bytes(T("cuda", False)) == 2 << 24
+    assert memory.poison_bytes(T("cuda:0", True)) == 1 << 24
+    assert memory.poison_bytes(T("cpu", False)) == 1 << 24

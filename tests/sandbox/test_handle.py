@@ -168,3 +168,23 @@ def test_a_swapped_storage_and_a_negative_bit_count_as_changes():
     z = torch.randn(3, 4)
     r = h.contiguous([z._neg_view()])[0]
     assert not r.is_neg() and torch.equal(r, -z)
+
+
+def test_a_whole_storage_compared_as_words_sees_every_byte():
+    """Inputs whose storage holds more than their view are compared over the whole storage (red team 33), as 8-byte
+    words where the byte count allows, else as bytes: a flip of any one byte, in the view, in a gap or after it,
+    is seen, and a storage put back as it was is not."""
+    for total in (4 * 4099 * 8 + 16, 4 * 4099 * 8 + 12):     # bytes: a multiple of 8, and one that is not
+        base = torch.randn(total // 4)
+        views = (base[4:].as_strided((64, 8), (4099 // 8, 1), 4),          # gaps between rows, an offset
+                 base[: (total // 4) // 8 * 8].view(-1, 8).t())             # transposed: the storage read whole
+        for v in views:
+            snaps = handle.snapshot([v])
+            raw = v.untyped_storage()
+            n = raw.nbytes()
+            for pos in (0, 3, n // 2 + 1, n - 1):
+                b = torch.empty(0, dtype=torch.uint8).set_(raw, 0, (n,), (1,))
+                b[pos] ^= 0x10
+                assert handle.changed([v], snaps) == [0], (total, pos)
+                b[pos] ^= 0x10
+                assert handle.changed([v], snaps) == [], (total, pos)

@@ -111,3 +111,24 @@ def test_python_and_numpy_reseeds_change_the_secretly_seeded_state():
     drawn = sensors.rng_fresh("cpu")
     np.random.seed(0)
     assert sensors.rng_state("cpu") != drawn
+
+
+def test_modules_loaded_from_the_reference_file_are_named_and_others_of_its_name_are_not(tmp_path):
+    import sys
+    import types
+    ref = tmp_path / "ref" / "model.py"
+    other = tmp_path / "other" / "model.py"
+    for p in (ref, other):
+        p.parent.mkdir()
+        p.write_text("x = 1\n")
+    mods = {"kg_test_loaded_ref": ref, "kg_test_same_name": other}
+    for name, path in mods.items():
+        m = types.ModuleType(name)
+        m.__file__ = str(path)
+        sys.modules[name] = m
+    try:
+        assert worker.loaded_as(os.path.realpath(ref)) == ["kg_test_loaded_ref"]
+        assert worker.loaded_as("") == []
+    finally:
+        for name in mods:
+            sys.modules.pop(name, None)
