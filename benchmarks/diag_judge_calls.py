@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -49,18 +50,19 @@ def main() -> int:
             walls[str(msg.get("op"))].append(1e3 * (time.perf_counter() - t))
 
     session_mod.Session.request = request
+    a.workload, a.cand = os.path.abspath(a.workload), os.path.abspath(a.cand or a.workload)   # a worker's cwd is its own
     task = prepare(workload.Spec(a.workload, "Model"), a.target, Contract())
     totals, statuses = [], []
     for _ in range(a.repeats):
         walls.clear()
         t = time.perf_counter()
-        v = judge(task, workload.Spec(a.cand or a.workload, a.cls), GateConfig())
+        v = judge(task, workload.Spec(a.cand, a.cls), GateConfig())
         totals.append(round(time.perf_counter() - t, 2))
         statuses.append(v.status.value)
     ops = {op: {"count": len(ws), "median_ms": round(statistics.median(ws), 2), "total_ms": round(sum(ws), 1)}
            for op, ws in sorted(walls.items(), key=lambda kv: -sum(kv[1]))}
     doc = {"what": "one judgement's requests on the judge's side (benchmarks/diag_judge_calls.py)", "label": a.label,
-           "workload": a.workload, "candidate": a.cand or a.workload, "judge_s": totals, "status": statuses,
+           "workload": os.path.relpath(a.workload, ROOT), "candidate": os.path.relpath(a.cand, ROOT), "judge_s": totals, "status": statuses,
            "ops_last_judgement": ops, "conditions": {**conditions(a.target), "command": " ".join(sys.argv)}}
     if a.out:
         Path(a.out).write_text(json.dumps(doc, indent=1))
