@@ -214,10 +214,17 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         note(msg)
         say(msg)
     later = [n for n in names if n == "compile"] if overlap and kept is None and len(names) > 1 else []
-    sessions, unavailable, build_s = build(task, [n for n in names if n not in later], cfg, say)
     background = [Background(task, n, cfg, say) for n in later]
-    for t in background:
+    for t in background:            # started first: its compile runs while the others build
         t.start()
+    try:
+        sessions, unavailable, build_s = build(task, [n for n in names if n not in later], cfg, say)
+    except BaseException:
+        for t in background:        # nothing will wait for it: its worker goes with this failure
+            t.join()
+            for s in (t.result[0].values() if t.result is not None else ()):
+                s.worker.close()
+        raise
     if not sessions and not background:
         for n, why in unavailable.items():
             note(f"baseline {n} unavailable: {why}")

@@ -236,3 +236,24 @@ def test_a_candidate_file_name_never_takes_a_baseline_or_harness_row(name):
     labels = bench_mod._labels([SimpleNamespace(path=f"/some/where/{name}.py")] * 2)
     reserved = set(baselines.NAMES) | {k + baselines.REPLICA for k in baselines.NAMES} | {HARNESS}
     assert len(set(labels)) == 2 and not reserved & set(labels), labels
+
+
+def test_the_background_build_starts_first_and_goes_with_a_failing_foreground_build(monkeypatch, tmp_path):
+    """With overlap, the compile baseline's build starts before the eager one (its compile runs meanwhile); when the
+    eager build raises, the compile build is waited for and its worker closed before the error goes on."""
+    import threading
+    started = threading.Event()
+    made: dict = {}
+
+    def build(task, names, cfg, say):
+        if names == ["compile"]:
+            started.set()
+            made["compile"] = _Session("compile")
+            return {"compile": made["compile"]}, {}, {"compile": 0.1}
+        assert started.wait(5), "the eager build ran before the compile build had started"
+        raise KeyboardInterrupt
+    monkeypatch.setattr(baselines, "build", build)
+    with pytest.raises(KeyboardInterrupt):
+        baselines.ready(_task(), GateConfig(), TimingConfig(rounds=3), Store(str(tmp_path / "s.sqlite")),
+                        lambda m: None, lambda m: None, overlap=True)
+    assert made["compile"].closed
