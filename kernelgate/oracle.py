@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,6 +235,36 @@ def own_precision(source: str, device: str) -> bool:
     return device.startswith("cuda") and bool(kernel_languages(source))
 
 
+class Pending:
+    """The oracle's runs on one call's inputs in a thread of the judge (`Oracle.run_async`): `result()` joins and
+    hands back the runs or raises what they raised; `wait()` joins and keeps any error (a failure elsewhere is
+    being raised)."""
+
+    def __init__(self, fn: Any, xs: list[Any], cuda_device: int | None = None):
+        self._out: Any = None
+        self._err: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn, xs, cuda_device), name="kernelgate-oracle",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Any, xs: list[Any], cuda_device: int | None) -> None:
+        try:
+            if cuda_device is not None:         # the current device is per thread: the caller's, as a reference
+                torch.cuda.set_device(cuda_device)      # making tensors on "cuda" would have them
+            self._out = fn(xs)
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits
+            self._err = e
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._err is not None:
+            raise self._err
+        return self._out
+
+
 class Oracle:
     """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
 
@@ -378,6 +409,11 @@ class Oracle:
         del dev
         self.give_back()
         return out
+
+    def run_async(self, xs: list[Any]) -> Pending:
+        """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay
+        unchanged and the oracle otherwise unused until its `result()`."""
+        return Pending(self.run, xs, torch.cuda.current_device() if self.device.startswith("cuda") else None)
 
     def run(self, xs: list[Any]) -> Runs:
         """The fp64 oracle's run, then the task-dtype run and the permitted ones, on the compute device. The fp64

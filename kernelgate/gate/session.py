@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import secrets
 import struct
 import time
@@ -15,7 +14,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from .. import clock, digest, native, workload
+from .. import clock, digest, workload
 from ..config import GateConfig
 from ..oracle import Runs
 from ..records import Check, Reason
@@ -24,6 +23,7 @@ from . import checks, correctness, memory, timing
 from .task import Task
 from .layouts import LAYOUTS
 from .trials import FAMILY, FAR, LAYOUT, iter_trials, layout_keys, main_count, relaid
+from .workers import prebuilder, prime_request, spare_options, uses_jax, worker_limits  # noqa: F401 - callers' names
 
 ALLOWED_FLAG_CHANGES = {
     "tf32": {"cuda.matmul.allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"},
@@ -55,26 +55,6 @@ class Rejected(Exception):
         return f"{self.check.name}: {first}" if first else self.check.name
 
 
-def worker_limits(task: Task, cfg: GateConfig) -> dict:
-    """The limits every candidate's worker gets (for sandbox.Spares)."""
-    return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
-
-
-def prime_request(task: Task, path: str = "") -> dict:
-    """The harness's prime (sandbox/worker.py `op_prime`): before any candidate code, what torch starts on first
-    use, the digest kernels, and JAX's runtime for a file that imports JAX."""
-    return {"op": "prime", "device": task.device, "jax": bool(path) and uses_jax(path),
-            "native": native.ensure()}      # the harness's C mixes (kernelgate/native.py)
-
-
-def spare_options(task: Task, cfg: GateConfig) -> dict:
-    """sandbox.Spares's options for a search: the candidates' limits, and the prime sent ahead to each spare,
-    except in the lean memory plan (gate/memory.py), where a spare holds no CUDA context of its own until taken."""
-    lean = bool(getattr(task, "lean", False))
-    return {**worker_limits(task, cfg), "prime": None if lean else prime_request(task),
-            "prime_timeout": cfg.build_timeout}
-
-
 @dataclass
 class Batch:
     """One timed batch as the judge saw it: its plan, the judge's wall time, the worker's commitments."""
@@ -96,29 +76,6 @@ def _scale(xs: list[Any]) -> float:
     sizes = [x.numel() if f else 0 for x, f in zip(xs, floats)]
     n = sum(sizes)
     return (sum(r * r * k for r, k in zip(timing.rms(xs, floats), sizes)) / n) ** 0.5 if n else 0.0
-
-
-def uses_jax(path: str) -> bool:
-    """Whether a file's text imports JAX (the worker then starts JAX before the import: sandbox/jobs.prime_jax)."""
-    try:
-        return re.search(r"\b(import|from)\s+jax\b", Path(path).read_text(errors="replace")) is not None
-    except OSError:
-        return False
-
-
-_PREBUILDERS: dict[str, prebuild.Prebuilder] = {}
-
-
-def prebuilder(cfg: GateConfig) -> prebuild.Prebuilder | None:
-    """The process's builders and build cache for C++/CUDA extensions (beside the trusted compile cache), or None
-    where there is none (no trusted cache set, or sandbox/prebuild.py's `enabled` says no)."""
-    if cfg.trusted_cache is None or not prebuild.enabled():
-        return None
-    root = str(Path(cfg.trusted_cache) / "extensions")
-    pb = _PREBUILDERS.get(root)
-    if pb is None:
-        pb = _PREBUILDERS[root] = prebuild.Prebuilder(Path(root))
-    return pb
 
 
 
@@ -419,9 +376,17 @@ class Session:
                 t.oracle.load(trial.state)
             if k == paused:
                 _pause()
-            reply = self.call(trial.inputs)                  # candidate first, then the reference
+            # the reference's runs in a thread of the judge while the candidate's call is out (not in the lean plan:
+            # the candidate first, then the reference, never both holding a task's worth at once)
+            pending = None if t.lean else t.oracle.run_async(trial.inputs)
+            try:
+                reply = self.call(trial.inputs)
+            except BaseException:
+                if pending is not None:
+                    pending.wait()              # nothing runs the oracle beside the next session
+                raise
             with self.judging():
-                runs = t.oracle.run(trial.inputs)
+                runs = pending.result() if pending is not None else t.oracle.run(trial.inputs)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
                 # (a trial with NaN inputs is never bit-equal to itself: a memo keyed on equality misses it)
                 if 0 <= again <= k and all(
