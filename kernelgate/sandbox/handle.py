@@ -9,6 +9,7 @@ run from the harness's own frames". Imports nothing of the gate: this runs in th
 """
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import torch
@@ -38,6 +39,40 @@ def _same_bits(x: torch.Tensor, snap: torch.Tensor) -> bool:
     if x.numel() == 0:
         return True
     return torch.equal(_bits(x), _bits(snap))
+
+
+def _mallopt() -> Any:
+    """glibc's `mallopt`, bound at import (before any candidate code); None without glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version          # glibc's own: another C library's mallopt may be a stub
+        fn = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return fn
+
+
+_M_PERTURB = -6
+_FILL = 0x100       # a perturb byte of 0: allocations filled with 0xFF bytes (NaN as floats, -1 as integers)
+
+
+def poison(nbytes: int, device: str, _mallopt=_mallopt()) -> bool:
+    """Before a judged call, so that an unwritten output cannot hold a plausible value. On a CPU with glibc: every
+    allocation until `unpoison` is filled with 0xFF bytes (mallopt M_PERTURB), whatever its size: glibc serves
+    large blocks as fresh zeroed pages, which a NaN block laid beforehand never reaches (red team 54: a zero padding
+    left unwritten was right by accident); True then. Elsewhere two NaN blocks of `nbytes` go to the allocator
+    (`nan_blocks`: a GPU's caching allocator hands them out next); False."""
+    if device == "cpu" and _mallopt is not None and _mallopt(_M_PERTURB, _FILL) == 1:
+        return True
+    nan_blocks(max(nbytes // 4, 1 << 16), device)
+    return False
+
+
+def unpoison(_mallopt=poison.__defaults__[0]) -> None:
+    """After the judged call: allocations are plain again (the timed loop never runs filled)."""
+    if _mallopt is not None:
+        _mallopt(_M_PERTURB, 0)
 
 
 def nan_blocks(n: int, device: str) -> None:

@@ -211,11 +211,6 @@ class Harness:
             return str(failed)[:500]
         return None if self._state() == self.params else history.RELOADED
 
-    def poison(self, nbytes: int) -> None:
-        """Hand the allocator NaN-filled blocks so an unwritten output cannot hold a plausible value."""
-        handle.nan_blocks(max(nbytes // 4, 1 << 16), self.device)
-        self.sync()
-
     def op_call(self, msg: dict) -> dict:
         assert self.model is not None
         if msg.get("settle"):
@@ -235,10 +230,15 @@ class Harness:
                 torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
         snapshot = handle.snapshot(xs)
-        self.poison(msg.get("poison_bytes", 0))
+        filled = handle.poison(msg.get("poison_bytes", 0), self.device)  # an unwritten output holds NaN
+        self.sync()
         in_ptrs = self._storages(xs)
         drawn = rng_fresh(self.device) if self.rng else b""
-        out = self.call(self.model, xs)
+        try:
+            out = self.call(self.model, xs)
+        finally:
+            if filled:
+                handle.unpoison()
         unseeded = self._unseeded(drawn)
         if unseeded:
             return self.dispose(out) or unseeded
