@@ -57,19 +57,22 @@ _M_PERTURB = -6
 _FILL = 0x100       # a perturb byte of 0: allocations filled with 0xFF bytes (NaN as floats, -1 as integers)
 
 
-def poison(nbytes: int, device: str, _mallopt=_mallopt()) -> bool:
+def poison(nbytes: int, device: str, via: Any, _mallopt=_mallopt()) -> bool:
     """Before a judged call, so that an unwritten output cannot hold a plausible value. On a CPU with glibc: every
-    allocation until `unpoison` is filled with 0xFF bytes (mallopt M_PERTURB), whatever its size: glibc serves
-    large blocks as fresh zeroed pages, which a NaN block laid beforehand never reaches (red team 54: a zero padding
-    left unwritten was right by accident); True then. Elsewhere two NaN blocks of `nbytes` go to the allocator
-    (`nan_blocks`: a GPU's caching allocator hands them out next); False."""
+    allocation until `unpoison` is filled with 0xFF bytes (mallopt M_PERTURB), whatever its size or thread (red
+    team 54: glibc serves large blocks as fresh zeroed pages, and each thread allocates from an arena of its own, so
+    NaN blocks laid on the harness's thread never reached the runner's allocations: a zero padding left unwritten
+    was right by accident, and the earlier output's values came back whole at 1-24 MiB,
+    benchmarks/results/cpu_poison_session32.json); True then. Elsewhere two NaN blocks of `nbytes` go to the
+    allocator on the thread the candidate's code runs on (`via(nan_blocks, args)`: the runner; a GPU's caching
+    allocator hands them out next); False."""
     if device == "cpu" and _mallopt is not None and _mallopt(_M_PERTURB, _FILL) == 1:
         return True
-    nan_blocks(max(nbytes // 4, 1 << 16), device)
+    via(nan_blocks, (max(nbytes // 4, 1 << 16), device))
     return False
 
 
-def unpoison(_mallopt=poison.__defaults__[0]) -> None:
+def unpoison(_mallopt=poison.__defaults__[-1]) -> None:
     """After the judged call: allocations are plain again (the timed loop never runs filled)."""
     if _mallopt is not None:
         _mallopt(_M_PERTURB, 0)

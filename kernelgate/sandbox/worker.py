@@ -230,7 +230,7 @@ class Harness:
                 torch.cuda.empty_cache()
         xs = [self._placed(i, x, int(msg.get("slot", 0))) for i, x in enumerate(msg["inputs"])]
         snapshot = handle.snapshot(xs)
-        filled = handle.poison(msg.get("poison_bytes", 0), self.device)  # an unwritten output holds NaN
+        filled = handle.poison(msg.get("poison_bytes", 0), self.device, self.call)  # unwritten: NaN
         self.sync()
         in_ptrs = self._storages(xs)
         drawn = rng_fresh(self.device) if self.rng else b""

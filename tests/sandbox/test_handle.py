@@ -194,7 +194,7 @@ def test_a_judged_call_on_the_cpu_allocates_nan_at_every_size_and_the_timed_loop
     """handle.poison (red team 54): with glibc every allocation until unpoison holds 0xFF bytes, large blocks served
     as fresh pages too (a NaN block laid beforehand never reached those: a zero padding left unwritten was right by
     accident); after unpoison allocations are plain."""
-    if not handle.poison(1 << 20, "cpu"):
+    if not handle.poison(1 << 20, "cpu", lambda fn, args: fn(*args)):
         pytest.skip("no glibc: the NaN blocks serve instead")
     try:
         for n in (16, 1 << 18, 10 << 20):                 # 64 bytes, 1 MiB, 40 MiB (mmapped)
@@ -205,3 +205,9 @@ def test_a_judged_call_on_the_cpu_allocates_nan_at_every_size_and_the_timed_loop
     finally:
         handle.unpoison()
     assert not bool(torch.empty(10 << 20).isnan().any())     # plain again: fresh pages
+
+
+def test_without_glibcs_fill_the_nan_blocks_are_laid_on_the_thread_the_candidate_runs_on():
+    calls = []
+    assert handle.poison(1 << 20, "cpu", lambda fn, args: calls.append((fn, args)), None) is False
+    assert calls == [(handle.nan_blocks, (1 << 18, "cpu"))]
