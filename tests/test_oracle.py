@@ -45,6 +45,7 @@ def test_pending_hands_back_the_result_or_the_error():
         p.result()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("memory,cand,accepted", [("full", HONEST, True), ("full", WRONG, False),
                                                   ("full", WRONG_LATE, False),
                                                   ("lean", HONEST, True)])

@@ -72,6 +72,18 @@ def poison(nbytes: int, device: str, via: Any, _mallopt=_mallopt()) -> bool:
     return False
 
 
+def filled(call: Any, device: str, fn: Any, args: Any = (), _mallopt=poison.__defaults__[-1]) -> Any:
+    """`call(fn, args)` with every allocation filled as `poison` fills a judged call's (a CPU with glibc; as it is
+    elsewhere): the build and the build phase's calls, whose memory a later call's output could be carved from
+    (red team 55: an arena reserved in __init__, fresh zeroed pages, its slices handed out with a padding unwritten)."""
+    on = device == "cpu" and _mallopt is not None and _mallopt(_M_PERTURB, _FILL) == 1
+    try:
+        return call(fn, args)
+    finally:
+        if on:
+            _mallopt(_M_PERTURB, 0)
+
+
 def unpoison(_mallopt=poison.__defaults__[-1]) -> None:
     """After the judged call: allocations are plain again (the timed loop never runs filled)."""
     if _mallopt is not None:

@@ -148,10 +148,9 @@ class Harness:
             self.arm(self.guard.own, self.guard.integrity, self.enforce, runner.JAX_SETTLE_S if getattr(
                 self, "jax_primed", False) and self.device.startswith("cuda") else 0.0)   # measured on the GPU
             self.guard.seal()           # this thread is the harness's from here on (kernelgate/sandbox/guard.py)
-        self.model = self.call(jobs.construct, (msg["path"], msg.get("cls") or CANDIDATE_CLASS,
-                                                msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),
-                                                self.device, bool(msg.get("compile")), msg.get("compile_options", {}),
-                                                msg.get("shape")))
+        self.model = handle.filled(self.call, self.device, jobs.construct, (      # (its memory filled: handle.py)
+            msg["path"], msg.get("cls") or CANDIDATE_CLASS, msg.get("init_inputs", []), msg["state"], msg.get("seed", 0),
+            self.device, bool(msg.get("compile")), msg.get("compile_options", {}), msg.get("shape")))
         self.grads, self.rng, self.hooks = msg.get("grads") or {}, bool(msg.get("rng")), bool(msg.get("hooks"))
         self.collect()
         self.params, self.loaded = self._state(), msg["state"]
@@ -218,7 +217,7 @@ class Harness:
             # looks at nothing the candidate can reach (no output, no input buffer it has had) and keeps what it
             # handed over and got back until the request's end, when it dies on the runner
             xs = [handle.to_device(x, self.device) for x in msg["inputs"]]
-            held = (xs, self.call(self.model, xs))
+            held = (xs, handle.filled(self.call, self.device, self.model, xs))
             self.sync()     # `hold`: kept unread for `op_settled` (the full plan); else it dies with the request
             (self.settled.append if msg.get("hold") else self.dispose)(held)
             return {"ok": True}
