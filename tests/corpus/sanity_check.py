@@ -198,7 +198,8 @@ def gate_like(ref_mod, cand_rel, contract=None, trials=KINDS, seed=123):
 # ------------------------------------------------------------------ references
 
 #: references large on purpose, and their bound on input elements
-BIG_REFS = {"redteam2_relu_big": 2048 * 2048}   # the harness's per-iteration cost must dominate a row
+BIG_REFS = {"redteam2_relu_big": 2048 * 2048,   # the harness's per-iteration cost must dominate a row
+            "zero_pad_rows": 1024 * 4096}       # a 32 MiB output: glibc's fresh pages (red team 54)
 #: the bound on the others' input tensors' elements (a timed memo needs work to save; the gate's trials
 #: stay cheap on a CPU)
 INPUT_ELEMENTS = 1 << 20
