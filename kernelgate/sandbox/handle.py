@@ -57,6 +57,11 @@ _M_PERTURB = -6
 _FILL = 0x100       # a perturb byte of 0: allocations filled with 0xFF bytes (NaN as floats, -1 as integers)
 
 
+def _fill(device: str, mallopt: Any) -> bool:
+    """Turn glibc's fill on for a CPU's allocations (`poison`, `filled`); whether it took."""
+    return device == "cpu" and mallopt is not None and mallopt(_M_PERTURB, _FILL) == 1
+
+
 def poison(nbytes: int, device: str, via: Any, _mallopt=_mallopt()) -> bool:
     """Before a judged call, so that an unwritten output cannot hold a plausible value. On a CPU with glibc: every
     allocation until `unpoison` is filled with 0xFF bytes (mallopt M_PERTURB), whatever its size or thread (red
@@ -66,7 +71,7 @@ def poison(nbytes: int, device: str, via: Any, _mallopt=_mallopt()) -> bool:
     benchmarks/results/cpu_poison_session32.json); True then. Elsewhere two NaN blocks of `nbytes` go to the
     allocator on the thread the candidate's code runs on (`via(nan_blocks, args)`: the runner; a GPU's caching
     allocator hands them out next); False."""
-    if device == "cpu" and _mallopt is not None and _mallopt(_M_PERTURB, _FILL) == 1:
+    if _fill(device, _mallopt):
         return True
     via(nan_blocks, (max(nbytes // 4, 1 << 16), device))
     return False
@@ -76,7 +81,7 @@ def filled(call: Any, device: str, fn: Any, args: Any = (), _mallopt=poison.__de
     """`call(fn, args)` with every allocation filled as `poison` fills a judged call's (a CPU with glibc; as it is
     elsewhere): the build and the build phase's calls, whose memory a later call's output could be carved from
     (red team 55: an arena reserved in __init__, fresh zeroed pages, its slices handed out with a padding unwritten)."""
-    on = device == "cpu" and _mallopt is not None and _mallopt(_M_PERTURB, _FILL) == 1
+    on = _fill(device, _mallopt)
     try:
         return call(fn, args)
     finally:
