@@ -127,7 +127,10 @@ class ModelNew(nn.Module):
 """
     v = _verify(write, SOFTMAX, cheat, tmp_path)
     assert v.status.value == "rejected" and v.reason.value == "mismatch", v.message
-    assert v.message.startswith("edit of"), v.message
+    # which trial catches it first depends on the session's secret seed: an edit trial, or any trial whose three
+    # sampled elements happen to equal the cached key's (zeros after a sparse input); the edits' own shape is
+    # test_edit_trials_change_a_few_positions_then_one's
+    assert v.message.startswith(("edit of", "trial")), v.message
 
 
 def test_edit_trials_change_a_few_positions_then_one(write):
