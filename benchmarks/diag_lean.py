@@ -1,6 +1,11 @@
 """Where the gate's time goes on a task with gigabytes of inputs: prepare, then one judge of the reference itself.
 
     python benchmarks/diag_lean.py DEV_DIR --only 48_Mean* [--only ...] --out lean.json [--memory lean]
+                                   [--emitted eager]
+
+With --emitted, the module judged is the one optimize emits from that baseline, on optimize's short plan for it;
+each row records task admission's time, one move of the given inputs to the host (Task.crossing_s) and what
+search/policy.least_s makes of them before a run measured anything.
 
 For each problem (KernelBench format, read in place), in a subprocess of its own while this process samples
 the device's used memory: `gate.task.prepare` under cProfile (the functions with the most cumulative time),
@@ -23,13 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
-import contextlib, cProfile, io, json, pstats, sys, time
+import contextlib, cProfile, io, json, pstats, sys, tempfile, time
 from kernelgate import workload
 from kernelgate.config import gate_config
 from kernelgate.gate.judge import judge_session, prepare
 from kernelgate.records import Contract
-path, memory, target = sys.argv[1], sys.argv[2], sys.argv[3]
+path, memory, target, emitted = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 T0 = time.monotonic()
+TOTALS = {}
 print(f"KGT0 {T0!r}", file=sys.stderr, flush=True)
 def traced(owner, name, label):     # each call's start and end on stderr (kept when the child is killed)
     import functools, torch
@@ -47,6 +53,8 @@ def traced(owner, name, label):     # each call's start and end on stderr (kept 
                 used = f" device used {(total - free) / 2**30:.1f} GiB, this process {torch.cuda.memory_reserved() / 2**30:.1f}"
             rss = next((int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmRSS:")), 0)
             used += f"; host used {kernelgate.gate.memory.host_used() / 2**30:.1f} GiB, judge {rss / 2**20:.1f}"
+            n, secs = TOTALS.get(label, (0, 0.0))
+            TOTALS[label] = (n + 1, secs + time.monotonic() - t)
             print(f"[{time.monotonic() - T0:7.2f}s] < {label} {time.monotonic() - t:.2f}s{used}", file=sys.stderr, flush=True)
     setattr(owner, name, wrapper)
 import kernelgate.gate.admission, kernelgate.gate.judge, kernelgate.gate.memory, kernelgate.gate.session, kernelgate.gate.task
@@ -76,6 +84,20 @@ for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
         rows.append((ct, f"{file.split('kernelgate/')[-1]}:{line}({fn})", nc))
 doc["prepare_top"] = [{"cum_s": round(c, 3), "fn": f, "calls": n} for c, f, n in sorted(rows, reverse=True)[:25]]
 doc["plan"] = task.memory.to_json() if task.memory is not None else None
+from kernelgate.search.policy import least_s
+doc["admission_s"] = round(task.admission_s, 3)
+doc["crossing_s"] = round(getattr(task, "crossing_s", 0.0), 3)
+doc["least_s"] = least_s(task.admission_s, None, task.device, getattr(task, "crossing_s", 0.0))
+cfg = gate_config()
+if emitted not in ("", "none"):      # the module optimize emits from a baseline, judged as optimize's check_baseline does
+    import dataclasses
+    from pathlib import Path
+    from kernelgate import api, emit as emit_mod
+    mod = Path(tempfile.mkdtemp()) / "optimized.py"
+    emit_mod.emit(mod, emit_mod.baseline_source(Path(path).read_text(), workload.REFERENCE_CLASS, emitted),
+                  workload.REFERENCE_CLASS, task.device, [task.args(task.given)], f"baseline ({emitted})")
+    path = str(mod)
+    cfg = dataclasses.replace(cfg, trials=min(cfg.trials, api.EMITTED_BASELINE_TRIALS))
 @contextlib.contextmanager
 def phase(name):
     t = time.monotonic()
@@ -83,11 +105,16 @@ def phase(name):
         yield
     finally:
         phases[name] = phases.get(name, 0.0) + time.monotonic() - t
+if emitted == "none":    # --prepare-only
+    doc["totals"] = {k: [n, round(x, 2)] for k, (n, x) in TOTALS.items()}
+    print("KGLEAN " + json.dumps(doc))
+    sys.exit(0)
 t1 = time.monotonic()
 pj = cProfile.Profile()
 pj.enable()
 try:
-    v, s = judge_session(task, workload.Spec(path, workload.REFERENCE_CLASS), gate_config(), phase=phase, own_code=True)
+    v, s = judge_session(task, workload.Spec(path, workload.REFERENCE_CLASS), cfg, phase=phase, own_code=True,
+                         reduced="the module emitted from a baseline" if emitted else "")
     s.worker.close()
     doc["verdict"] = f"{v.status.value}: {v.reason.value}: {v.message}"[:300]
 except Exception as e:
@@ -100,6 +127,8 @@ for (file, line, fn), (cc, nc, tt, ct, callers) in pstats.Stats(pj).stats.items(
         rows.append((ct, f"{file.split('kernelgate/')[-1]}:{line}({fn})", nc))
 doc["judge_top"] = [{"cum_s": round(c, 3), "fn": f, "calls": n} for c, f, n in sorted(rows, reverse=True)[:30]]
 doc["judge_phases"] = {k: round(x, 2) for k, x in phases.items()}
+doc["judge_checks"] = len(v.checks) if "v" in dir() else None
+doc["totals"] = {k: [n, round(x, 2)] for k, (n, x) in TOTALS.items()}     # prepare's and the judge's together
 print("KGLEAN " + json.dumps(doc))
 """
 
@@ -112,6 +141,9 @@ def main() -> None:
     ap.add_argument("--memory", default="auto")
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--prepare-only", action="store_true", help="prepare the task, judge nothing")
+    ap.add_argument("--emitted", default="", help="judge the module optimize emits from this baseline (eager or "
+                    "compile) with its short plan, not the reference file")
     ap.add_argument("--out", default="lean.json")
     args = ap.parse_args()
     import fnmatch
@@ -143,7 +175,8 @@ def main() -> None:
         t0 = time.monotonic()
         with (Sampler("cuda") if cuda else contextlib.nullcontext()) as s:
             try:
-                p = subprocess.run([sys.executable, "-c", CHILD, str(path), args.memory, args.target], capture_output=True,
+                p = subprocess.run([sys.executable, "-c", CHILD, str(path), args.memory, args.target,
+                                    "none" if args.prepare_only else args.emitted], capture_output=True,
                                    text=True, cwd=ROOT, timeout=args.timeout)
                 out, err = p.stdout, p.stderr
             except subprocess.TimeoutExpired as e:
@@ -164,7 +197,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         Path(args.out).write_text(json.dumps({"command": "python benchmarks/diag_lean.py DEV_DIR " + " ".join(
-            f"--only {g}" for g in args.only) + f" --memory {args.memory} --target {args.target}", "conditions": conditions(args.target),
+            f"--only {g}" for g in args.only) + f" --memory {args.memory} --target {args.target}" + (f" --emitted {args.emitted}" if args.emitted else ""), "conditions": conditions(args.target),
             "rows": rows}, indent=1))
     print(f"{'problem':44} {'prep s':>7} {'judge s':>8} {'ratio':>6} {'peak at':>8} {'host GiB':>8}  phases / verdict")
     for r in rows:

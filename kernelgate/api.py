@@ -354,7 +354,8 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     scfg = search_config or SearchConfig()
     # a budget the run cannot keep to is refused now (nothing written), not overrun later
     kept = st.baselines(baselines_mod.key(task, scfg.timing))
-    least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), kept[1] if kept else None, task.device)
+    least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), kept[1] if kept else None, task.device,
+                         float(getattr(task, "crossing_s", 0.0) or 0.0))
     prepared = time.monotonic() - t0
     if prepared + least > OVERRUN * seconds:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "

@@ -152,6 +152,37 @@ def test_the_least_a_run_takes_is_an_earlier_runs_emitted_check_where_the_store_
     assert f"{EMIT_OVER_ADMISSION_GPU:g}x" in how
 
 
+def test_the_lean_plan_on_a_gpu_counts_the_moves_of_its_inputs_through_the_host():
+    """In the lean memory plan on a GPU every call the gate judges or times moves a task's worth of inputs through
+    the host; admission keeps its data on the device, so its time alone understated an 8 GiB argmin's run (the
+    emitted check 102 s and the baselines 72 s of a 90 s budget). Before a run measured them, the least counts those
+    moves at what prepare's move of the given inputs took; a kept figure still replaces the emitted check's."""
+    from kernelgate.search.policy import (BASELINES_OVER_ADMISSION, EMIT_OVER_ADMISSION_GPU, LEAN_BASELINE_CROSSINGS,
+                                          LEAN_EMIT_CROSSINGS, least_s)
+    plain, _ = least_s(2.0, None, "cuda:0")
+    lean, how = least_s(2.0, None, "cuda:0", crossing_s=1.5)
+    assert lean == pytest.approx(plain + (LEAN_EMIT_CROSSINGS + LEAN_BASELINE_CROSSINGS) * 1.5)
+    assert "move of the inputs through the host" in how
+    kept, how = least_s(2.0, {"timings": {}}, "cuda:0", crossing_s=1.5)      # the baselines kept: the check's moves
+    assert kept == pytest.approx(EMIT_OVER_ADMISSION_GPU * 2.0 + LEAN_EMIT_CROSSINGS * 1.5) and "host" in how
+    assert least_s(2.0, {"timings": {}, "emit_s": 30.0}, "cuda:0", crossing_s=1.5)[0] == 30.0
+    assert BASELINES_OVER_ADMISSION * 2.0 < least_s(2.0, None, "cpu", crossing_s=0.0)[0]
+
+
+def test_prepare_times_no_move_where_the_judge_keeps_its_data_on_the_device(tmp_path):
+    """Task.crossing_s: what moving the given inputs to the host took in the lean plan on a GPU; 0.0 on the CPU,
+    even in the lean plan (the host is the device: nothing moves)."""
+    from kernelgate.gate.task import prepare
+    from kernelgate.records import Contract
+    ref = tmp_path / "ref.py"
+    ref.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                   "        return x.relu()\ndef get_inputs():\n    return [torch.randn(64, 64)]\n"
+                   "def get_init_inputs():\n    return []\n")
+    for plan in ("auto", "lean"):
+        task = prepare(api.workload.Spec(str(ref), "Model"), "cpu", Contract(), plan)
+        assert task.crossing_s == 0.0 and task.lean == (plan == "lean")
+
+
 def test_an_earlier_runs_emitted_check_is_scaled_by_this_runs_pace():
     """A figure kept from an idle machine understates the same work on a loaded one (the 4096-token projection
     example's emitted check: 13 s idle, 27 s with both cores busy elsewhere; its admission 0.87 s and 2.5 s): the kept

@@ -188,7 +188,7 @@ class Background(threading.Thread):
 
 def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Callable[[str], None],
           note: Callable[[str], None], timing_for: Callable[[float], TimingConfig] | None = None,
-          overlap: bool = False) -> Baselines:
+          overlap: bool = False, deadline: Callable[[], float | None] | None = None) -> Baselines:
     """Eager and torch.compile for a search: read from the store when this workload was measured before on
     this device with this software and timing (then only those within 10% of the faster are built), else
     built, timed side by side (`timing_for(seconds the builds took)` may shorten the measurement) and kept;
@@ -196,6 +196,8 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     fewer baselines mean more candidates). Progress goes to `say`, what the result should record to `note`.
     With `overlap`, a compile baseline that must be measured builds in the background (Baselines.pending):
     its compile (30 s for a small CNN on a 2-core CPU with a cold cache) overlaps the first candidates' gate.
+    `deadline()`, asked when the measurement starts: the clock's reading (time.monotonic) its rounds end by, past
+    the first two (gate/measure.py MIN_ROUNDS), so that the rest of the run still fits its budget.
     Raises RuntimeError when no baseline can be built."""
     k = key(task, tcfg)
     kept = store.baselines(k)
@@ -257,7 +259,13 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
         if kept is None or base not in sessions:
             timed = timing_for(sum(build_s.values())) if timing_for is not None else tcfg
             t_measure = time.monotonic()
-            b.timings, _ = measure(task, dict(sessions), cfg, timed, lambda m: None, bystanders=bystanders)
+            stopped: list[str] = []
+            b.timings, _ = measure(task, dict(sessions), cfg, timed, lambda m: stopped.extend(
+                [m] if m.startswith("stopped") else []), deadline=deadline() if deadline is not None else None,
+                bystanders=bystanders)
+            for m in stopped:               # cut short: the budget's end needs the time (said, and in the result)
+                note(f"the baselines' measurement {m}")
+                say(f"the baselines' measurement {m}")
             b.faster = faster(b.timings)
             # what the faster one cost: its build (its first call included) and its share of the measurement
             b.check_s = build_s.get(b.faster, 0.0) + (time.monotonic() - t_measure) / max(len(sessions), 1)

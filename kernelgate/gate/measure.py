@@ -181,11 +181,13 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                 raise
             drop(label, r)
     cpus = round_cpus(task)
-    rounds = 0
+    rounds, round_s = 0, 0.0
     while rounds < tcfg.rounds or (tcfg.min_total_ms and min(sum(walls[k]) for k in live) < tcfg.min_total_ms):
-        if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() > deadline:
+        # a round that would end past the deadline is not started (its time: the last round's)
+        if deadline is not None and rounds >= MIN_ROUNDS and time.monotonic() + round_s > deadline:
             say(f"stopped after {rounds} rounds: the time for this measurement is up")
             break
+        t_round = time.monotonic()
         order = list(live) + ([HARNESS] if host in live and not task.lean else [])
         k = rounds % max(len(order), 1)
         cpu = {cpus[rounds % len(cpus)]} if cpus else set()     # this round's CPU, every row's
@@ -214,6 +216,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                     raise
                 drop(label, r)
         rounds += 1
+        round_s = time.monotonic() - t_round
         say(f"round {rounds}: " + ", ".join(f"{k} {timing.quantile(v, 0.5):.4g} ms" for k, v in walls.items() if v))
         if rounds > 10 * tcfg.rounds:
             break

@@ -59,6 +59,9 @@ class Task:
     memory: Any = None                  # memory.Plan: lean or not, and where the judge keeps its data
     admission_s: float = 0.0            # what task admission's trials took: a gate check's trials cost about as much
     shape: Any = None                   # structure.py: how the inputs (the leaves) rebuild the arguments; None: as given
+    #: the lean memory plan on a GPU: what moving the given inputs to the host took once (each call the gate judges or
+    #: times moves a task's worth through the host: search/policy.least_s); 0.0 where the judge keeps them on the device
+    crossing_s: float = 0.0
 
     @property
     def home(self) -> str:
@@ -165,7 +168,9 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     contract = flat_contract(contract, shape, len(raw))
     flat = _flat(raw, shape)
     _no_hidden(raw, shape)
+    t_cross = time.monotonic()
     given = _placed(flat, device, device_home)
+    crossing_s = time.monotonic() - t_cross if device_home != device else 0.0
     del raw, flat                              # the device's copies (lean: `given` is on the host)
     own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
     oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own)   # on the device, kept at home
@@ -188,7 +193,7 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
         adm = Check(adm.name, adm.ok, adm.detail + "; oracle: the reference's own run (its kernels take no fp64 on "
                     "the GPU), tolerance its floor with the summation-order term at its cap")
     return Task(ref, oracle, contract, device, target, adm, given, out, _floor(oracle.model, given, device, contract, own),
-                mplan, time.monotonic() - t_adm, shape)
+                mplan, time.monotonic() - t_adm, shape, crossing_s)
 
 
 def _no_hidden(raw: list[Any], shape: Any) -> None:

@@ -53,13 +53,14 @@ class Evaluator:
 
     # ------------------------------------------------------------ baselines
     def baselines(self, store: Store, tcfg: TimingConfig, timing_for: Callable[[float], TimingConfig] | None,
-                  profile: bool) -> None:
+                  profile: bool, deadline: Callable[[], float | None] | None = None) -> None:
         """Eager and torch.compile (gate/baselines.py): built and timed side by side, or read from the store;
-        only those within 10% of the faster stay alive. The faster one is profiled."""
+        only those within 10% of the faster stay alive. The faster one is profiled. `deadline`: when their
+        measurement's rounds must end (baselines.ready)."""
         with self.phases.timed("baselines"):
             # the lean memory plan holds one implementation's call at a time: no compile beside the candidates
             b = baselines_mod.ready(self.task, self.cfg, tcfg, store, self.say, self.notes.append, timing_for,
-                                    overlap=not self.task.lean)
+                                    overlap=not self.task.lean, deadline=deadline)
         self._baselines, self._profile_baseline = b, profile
         self._take(b)
 

@@ -202,6 +202,18 @@ BASELINES_OVER_ADMISSION = 3.0
 #: the least the check of an emitted module takes whatever the task (a worker started, the module built, its trials:
 #: 3.3 s for a small conv on the 2-core CPU, 11 s for a 1024 x 2048 pointwise chain)
 EMIT_MIN_S = 2.0
+#: the lean memory plan on a GPU (gate/memory.py) moves a task's worth of inputs between host and device for every
+#: call the gate judges or times, so there a check's time follows those moves more than admission's (whose trials
+#: keep their data on the device). Before a run measured them, the emitted baseline's check and the baselines cost
+#: this many moves of the given inputs, each as long as prepare's move of them to the host (Task.crossing_s).
+#: Counted in a lean-plan run on the CPU (a 0.5 GiB argmin, optimize traced): the check sent 10 calls' inputs
+#: (into shared memory, then onto the worker's device: 2 moves each), drew 5 inputs (to the host: 1), ran the
+#: reference 8 times and probed 5 (onto the device: 1) and made 6 layouts on the device (there and back: 2) = 50;
+#: the baselines sent 12 (2 builds, 10 batches of 5 rounds: 2 each) and drew the timing pool (1) = 25. On the H100
+#: an 8 GiB argmin's check took 102 s and its baselines' measurement 42 s for 20 moves: 2.0-2.1 s a move both
+#: (suite_kbdev40_h100_session32.json; prepare's move was not timed there).
+LEAN_EMIT_CROSSINGS = 50.0
+LEAN_BASELINE_CROSSINGS = 25.0
 #: what optimize may overrun its budget by (the promise: the budget plus 10%)
 OVERRUN = 1.1
 
@@ -231,22 +243,28 @@ def pace(admission_s: float, then_s: Any) -> float:
     return min(max((admission_s / then) ** 0.5, PACE_RANGE[0]), PACE_RANGE[1])
 
 
-def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu") -> tuple[float, str]:
+def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu",
+            crossing_s: float = 0.0) -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
-    this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S)."""
+    this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S; in the lean
+    memory plan on a GPU, LEAN_*_CROSSINGS moves of the inputs through the host more, `crossing_s` each)."""
     if kept is not None and kept.get("emit_s") is not None:
         then = float(kept["emit_s"])
         emit_s = then * pace(admission_s, kept.get("emit_admission_s"))
         at = f" ({emit_s:.0f} s at this run's pace)" if abs(emit_s - then) >= 0.5 else ""
         return emit_s, f"the check of the emitted module took {then:.0f} s in an earlier run of this workload{at}"
     ratio = emit_over_admission(device)
-    emit = max(EMIT_MIN_S, ratio * admission_s)
-    base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s
+    moves = LEAN_EMIT_CROSSINGS * crossing_s
+    emit = max(EMIT_MIN_S, ratio * admission_s + moves)
+    base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s + LEAN_BASELINE_CROSSINGS * crossing_s
+    lean = (f", {crossing_s:.2g} s a move of the inputs through the host ({LEAN_EMIT_CROSSINGS:g} and "
+            f"{LEAN_BASELINE_CROSSINGS:g} of them)") if crossing_s > 0 else ""
     return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task "
-                         f"admission's {admission_s:.1f} s)" + (f" and the baselines at least {base:.1f} s "
-                                                               f"({BASELINES_OVER_ADMISSION:g}x)" if base else ""))
+                         f"admission's {admission_s:.1f} s" + (lean if not base else "") + ")"
+                         + (f" and the baselines at least {base:.1f} s ({BASELINES_OVER_ADMISSION:g}x{lean})"
+                            if base else ""))
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
 #: and measuring the baselines once it is built, over task admission's trials, at the least (the 4096-token projection
@@ -277,6 +295,7 @@ class Planner:
         self.pending_s: Callable[[], float | None] = lambda: None
         self.compile_build_s = 0.0                  # the compile baseline's build: what a compile candidate's costs
         self.admission_s = 0.0                      # task admission's trials (Task.admission_s)
+        self.crossing_s = 0.0                       # the lean plan on a GPU: one move of the inputs (Task.crossing_s)
         self.emit_over_admission = EMIT_OVER_ADMISSION     # emit_over_admission(the task's device)
         self.emit_over_baseline = EMIT_OVER_BASELINE   # EMIT_OVER_BASELINE_CACHED with a shared compile cache
         #: whether the confirmation judges and times the module emitted from a contender (optimize's: one judgement
@@ -317,7 +336,8 @@ class Planner:
         (EMIT_AGAIN), else about 0.7-1.3 times building and timing the baseline."""
         if self.baseline_emit_s is not None:
             return EMIT_AGAIN * self.baseline_emit_s
-        return max(self.emit_over_baseline * self.baseline_check_s, self.emit_over_admission * self.admission_s)
+        return max(self.emit_over_baseline * self.baseline_check_s,
+                   self.emit_over_admission * self.admission_s + LEAN_EMIT_CROSSINGS * self.crossing_s)
 
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check

@@ -73,11 +73,28 @@ def test_kept_in_the_store_and_only_the_close_ones_built_again(fake, tmp_path):
 def test_the_budget_may_shorten_the_measurement(fake, tmp_path, monkeypatch):
     got = []
     real = baselines.measure
-    monkeypatch.setattr(baselines, "measure", lambda task, s, cfg, tcfg, say, bystanders=(): got.append(tcfg) or real(
-        task, s, cfg, tcfg, say))
+    monkeypatch.setattr(baselines, "measure", lambda task, s, cfg, tcfg, say, deadline=None, bystanders=(): got.append(
+        (tcfg, deadline)) or real(task, s, cfg, tcfg, say, deadline))
     baselines.ready(_task(), GateConfig(), TimingConfig(rounds=5), Store(str(tmp_path / "s.sqlite")),
                     lambda m: None, lambda m: None, lambda build_s: TimingConfig(rounds=2))
-    assert got == [TimingConfig(rounds=2)]
+    assert got == [(TimingConfig(rounds=2), None)]
+
+
+def test_the_budget_may_end_the_measurement_early(fake, tmp_path, monkeypatch):
+    """The search's deadline (the time kept for the end of the run) is asked for when the measurement starts and
+    reaches it; a measurement cut short says so, in the result's notes too."""
+    got, notes, said = [], [], []
+
+    def measure(task, s, cfg, tcfg, say, deadline=None, bystanders=()):
+        got.append(deadline)
+        say("stopped after 2 rounds: the time for this measurement is up")
+        return {n: _t(n, {"eager": 1.0, "compile": 2.0}[n]) for n in s}, {}
+    monkeypatch.setattr(baselines, "measure", measure)
+    asked = []
+    baselines.ready(_task(), GateConfig(), TimingConfig(rounds=5), Store(str(tmp_path / "s.sqlite")),
+                    said.append, notes.append, deadline=lambda: asked.append(1) or 123.0)
+    assert got == [123.0] and asked == [1]
+    assert any("stopped after 2 rounds" in n for n in notes) and any("stopped after 2 rounds" in m for m in said)
 
 
 def test_no_baseline_built(monkeypatch, tmp_path):

@@ -76,3 +76,28 @@ def test_full_plan_measurement_is_unchanged(monkeypatch):
     # round 1: eager, compile, the harness; round 2 rotated: compile, the harness, eager
     assert [e for e in log[4:]] == [("eager", "batch"), ("compile", "batch"), ("eager", "harness"),
                                     ("compile", "batch"), ("eager", "harness"), ("eager", "batch")]
+
+
+def test_a_round_that_would_end_past_the_deadline_is_not_started(monkeypatch):
+    """Past the first two rounds (MIN_ROUNDS), a round is started only when it would end by the deadline, at the
+    last round's length: a round of a big task's baselines takes seconds (on an H100, 8 GiB argmin: 42 s for 5
+    rounds), and one started just before the deadline ran that much past it."""
+    now = [0.0]
+    monkeypatch.setattr(measure_mod.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(measure_mod, "timing_pool", lambda task, n, rng: ([[torch.zeros(4)]], [True]))
+    log = []
+
+    class Slow(FakeSession):
+        def time_batch(self, tag, plan, null=False):
+            now[0] += 2.0                     # every batch: 2 s on the judge's clock
+            return super().time_batch(tag, plan, null)
+    said = []
+    sessions = {"eager": Slow("eager", log), "compile": Slow("compile", log)}
+    task = SimpleNamespace(lean=True, device="cpu", floor=None)
+    measure_mod.measure(task, sessions, GateConfig(), TimingConfig(rounds=10, iters=3), said.append,
+                        deadline=15.0)
+    batches = [e for e in log if e[1] == "batch"]
+    # a round: 2 baselines + the harness batch = 6 s; after 2 rounds it is 12 s, before the deadline, but a third
+    # would end at 18 s: two rounds (a third was started before), and the message says so
+    assert len(batches) == 4 and now[0] == 12.0
+    assert any(m.startswith("stopped after 2 rounds") for m in said)
