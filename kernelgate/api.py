@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import shutil
@@ -354,8 +355,10 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     scfg = search_config or SearchConfig()
     # a budget the run cannot keep to is refused now (nothing written), not overrun later
     kept = st.baselines(baselines_mod.key(task, scfg.timing))
+    verified = kept is not None and kept[1].get("emit_s") is not None and baselines_mod.verified_emit(kept[1])
     least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), kept[1] if kept else None, task.device,
-                         float(getattr(task, "crossing_s", 0.0) or 0.0))
+                         float(getattr(task, "crossing_s", 0.0) or 0.0),
+                         baselines_mod.EMIT_VERIFIED_S if verified else None)
     prepared = time.monotonic() - t0
     if prepared + least > OVERRUN * seconds:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "
@@ -426,9 +429,23 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         src, strategy = emit_mod.baseline_source(ref_source, spec.cls, emit_kind), f"baseline ({emit_kind})"
     emitted_kind = emit_kind if result.best is None else None      # the baseline in optimized.py, if one is
 
+    reused: list[str] = []          # the bytes of an emitted baseline whose kept verdict stood in for its check
+
     def check_baseline(path: Path, kind: str):
         """The gate's check of a module emitted from a baseline: the reference's own code in the drop-in wrapper
-        (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs)."""
+        (under torch.compile for `kind` compile), so fewer main trials (every kind of check runs). Where an earlier
+        run kept the gate's verdict on these very bytes, with this workload, device, software and kernelgate
+        (baselines.verified_emit), that verdict."""
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        kept = st.baselines(search.evaluator.baseline_key) if search.evaluator.baseline_key else None
+        earlier = baselines_mod.verified_emit(kept[1] if kept else None, sha)
+        if earlier is not None and earlier.get("status") == "accepted":
+            say(f"the emitted module ({path.name}:{spec.cls}) is byte for byte the one the gate accepted in an earlier "
+                "run of this workload, with this device, software and kernelgate: its verdict stands")
+            reused.append(sha)
+            return dataclasses.replace(Verdict.from_json(earlier), seconds=0.0, message=(
+                "accepted in an earlier run (the same bytes, workload, device, software and kernelgate): "
+                + str(earlier.get("message", ""))))
         return judge(task, workload.Spec(str(path.resolve()), spec.cls), dataclasses.replace(
             cfg, trials=min(cfg.trials, EMITTED_BASELINE_TRIALS)), own_code=True, reduced=(
             "the module is the reference itself" + (" under torch.compile" if kind == "compile" else "")
@@ -467,10 +484,12 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                 f"({rejected_emit.reason.value}: {rejected_emit.message}); {strategy} was emitted instead"
                 + (" (the reference itself: slower than the faster baseline's figure above)"
                    if kind != result.baseline_kind else "")))
-    if emitted_verdict.accepted and emitted_kind is not None:     # the emitted check's time kept for the next run
-        baselines_mod.remember_emit(st, search.evaluator.baseline_key, time.monotonic() - t_emit,
-                                    emitted_kind if emitted_kind != result.baseline_kind else "",
-                                    float(getattr(task, "admission_s", 0.0) or 0.0))
+    if emitted_verdict.accepted and emitted_kind is not None:
+        if not reused:      # the check's time kept for the next run, with the verdict on these bytes (check_baseline)
+            baselines_mod.remember_emit(st, search.evaluator.baseline_key, time.monotonic() - t_emit,
+                                        emitted_kind if emitted_kind != result.baseline_kind else "",
+                                        float(getattr(task, "admission_s", 0.0) or 0.0),
+                                        hashlib.sha256(emitted.read_bytes()).hexdigest(), emitted_verdict.to_json())
         if emitted_kind != result.baseline_kind and emit_kind != result.baseline_kind:
             result = dataclasses.replace(result, notes=(*result.notes, (
                 f"optimized.py is the reference itself: the module emitted from baseline ({result.baseline_kind}) "

@@ -20,6 +20,19 @@ def software() -> dict[str, str | None]:
             "cuda": torch.version.cuda, "platform": platform.platform()}
 
 
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """kernelgate's own code: a hash of every Python file of the package (a verdict kept from an earlier run holds only
+    for the gate that gave it)."""
+    import hashlib  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
 def conditions(device: str) -> dict[str, object]:
     """GPU (name, driver), versions, and the command line."""
     out: dict[str, object] = dict(software())

@@ -295,6 +295,63 @@ def test_a_kept_baseline_is_emitted_checked_with_fewer_trials_and_its_time_kept(
     assert baselines.Baselines({}, {}, "eager", 0.0).emit_s is None
 
 
+def test_a_kept_verdict_on_an_emitted_baseline_holds_for_the_same_bytes_and_gate_only(monkeypatch):
+    """baselines.verified_emit: the gate's verdict an earlier run kept for the module emitted from a baseline holds
+    for the same bytes (sha256) and the same kernelgate code, nowhere else; remember_emit keeps it beside the check's
+    time."""
+    from kernelgate.gate import baselines
+    v = {"status": "accepted", "reason": "ok", "message": "all checks passed"}
+    doc = {"emit_verified": {"sha": "abc", "code": baselines.code_hash(), "verdict": v}}
+    assert baselines.verified_emit(doc) == v and baselines.verified_emit(doc, "abc") == v
+    assert baselines.verified_emit(doc, "abd") is None                       # other bytes
+    assert baselines.verified_emit(None) is None and baselines.verified_emit({}) is None
+    monkeypatch.setattr(baselines, "code_hash", lambda: "another kernelgate")
+    assert baselines.verified_emit(doc, "abc") is None                       # another gate
+
+
+def test_remember_emit_keeps_the_verdict_with_the_bytes_and_the_code(tmp_path):
+    from kernelgate.gate import baselines
+    st = Store(str(tmp_path / "s.sqlite"))
+    st.put_baselines("k", {"timings": {}, "faster": "eager"})
+    baselines.remember_emit(st, "k", 12.5, "", 2.0)
+    assert "emit_verified" not in st.baselines("k")[1]                       # no verdict given: none kept
+    baselines.remember_emit(st, "k", 12.5, "", 2.0, "abc", {"status": "accepted", "reason": "ok", "message": "m"})
+    doc = st.baselines("k")[1]
+    assert doc["emit_s"] == 12.5 and baselines.verified_emit(doc, "abc")["message"] == "m"
+
+
+def test_the_least_a_run_takes_with_a_kept_verdict_is_emitting_the_module():
+    from kernelgate.search.policy import least_s
+    assert least_s(2.0, {"timings": {}, "emit_s": 93.3}, verified_s=1.0)[0] == 1.0
+    assert least_s(2.0, None, verified_s=1.0)[0] > 1.0        # nothing kept: the baselines are measured first
+
+
+@pytest.mark.slow
+def test_a_second_run_reuses_the_verdict_on_the_same_emitted_baseline(tmp_path, write, proj, fast_search, monkeypatch):
+    """No candidate, twice with one store: the second run's emitted module is byte for byte the first's, so the
+    gate's kept verdict on it stands (its check took 12-19 s of a 60 s CPU run); with another kernelgate it is
+    judged again."""
+    from kernelgate.gate import baselines
+    from kernelgate.proposers.library.library import Library
+    ref = write("p.py", proj)
+    store = str(tmp_path / "s.sqlite")
+
+    def run(out):
+        lines = []
+        api.optimize(ref, target="cpu", budget=300, max_candidates=1, out=str(tmp_path / out), store=store,
+                     search_config=fast_search, proposers=(Library(()),), progress=lines.append)
+        return json.loads((tmp_path / out / "result.json").read_text())["emitted_check"], lines
+    first, _ = run("o1")
+    assert first["status"] == "accepted" and not first["message"].startswith("accepted in an earlier run")
+    second, lines = run("o2")
+    assert second["status"] == "accepted" and second["message"].startswith("accepted in an earlier run"), second
+    assert any("its verdict stands" in ln for ln in lines)
+    assert (tmp_path / "o1" / "optimized.py").read_bytes() == (tmp_path / "o2" / "optimized.py").read_bytes()
+    monkeypatch.setattr(baselines, "code_hash", lambda: "another kernelgate")
+    third, _ = run("o3")
+    assert third["status"] == "accepted" and not third["message"].startswith("accepted in an earlier run")
+
+
 @pytest.mark.slow
 def test_a_rejected_compile_baseline_falls_back_to_the_reference_itself(tmp_path, write, proj, fast_search,
                                                                         monkeypatch):

@@ -18,7 +18,7 @@ from .. import workload
 from ..config import GateConfig, TimingConfig
 from ..records import Timing
 from ..store import Store
-from ..versions import software
+from ..versions import code_hash, software
 from . import timing
 from .measure import measure
 from .session import Rejected, Session
@@ -237,7 +237,9 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     elif kept is None:                           # until measured: what the baselines built so far took
         check_s = max(build_s.values(), default=0.0)
     same = kept is not None and kept[1].get("emit_s") is not None and kept[1].get("faster") == base
-    b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if same else None,
+    # the gate's verdict on the same emitted bytes kept (verified_emit): the check is emitting and hashing the file
+    emit_s = (EMIT_VERIFIED_S if verified_emit(kept[1]) is not None else float(kept[1]["emit_s"])) if same else None
+    b = Baselines(sessions, timings, base, check_s, k, emit_s,
                   str(kept[1].get("emit_kind", "")) if kept is not None else "",
                   emit_admission_s=kept[1].get("emit_admission_s") if same else None)
     b.build_s = {**(kept[1].get("build_s", {}) if kept is not None else {}), **build_s}
@@ -296,12 +298,35 @@ def lean_cost(task: Task, tcfg: TimingConfig, n: int, seconds: float) -> str:
             f"of timing inputs to a worker before each of its {n * tcfg.rounds} batches)")
 
 
-def remember_emit(store: Store, key: str, seconds: float, kind: str = "", admission_s: float = 0.0) -> None:
+#: what the check of an emitted baseline takes where the store keeps the gate's verdict on the same bytes
+#: (`verified_emit`): emitting the file and hashing it
+EMIT_VERIFIED_S = 1.0
+
+
+def remember_emit(store: Store, key: str, seconds: float, kind: str = "", admission_s: float = 0.0,
+                  sha: str = "", verdict: dict | None = None) -> None:
     """Keep what emitting a baseline took (the gate's checks of the modules tried: the time a later run of this
     workload keeps for it, Planner.reserve_s, at that run's pace: `admission_s`, what task admission took in this
     one, search.policy.pace) and, where the faster baseline's module was rejected, the kind emitted instead (a later
-    run emits that one directly)."""
+    run emits that one directly). With `sha` and `verdict`: the emitted file's bytes (sha256) and the gate's verdict
+    on them, with this kernelgate's code (`verified_emit`)."""
     kept = store.baselines(key) if key else None
     if kept is not None:
-        store.put_baselines(key, {**kept[1], "emit_s": round(seconds, 2), "emit_kind": kind,
-                                  "emit_admission_s": round(admission_s, 3) if admission_s > 0 else None})
+        doc = {**kept[1], "emit_s": round(seconds, 2), "emit_kind": kind,
+               "emit_admission_s": round(admission_s, 3) if admission_s > 0 else None}
+        if sha and verdict is not None:
+            doc["emit_verified"] = {"sha": sha, "code": code_hash(), "verdict": verdict}
+        store.put_baselines(key, doc)
+
+
+def verified_emit(doc: dict | None, sha: str | None = None) -> dict | None:
+    """The gate's verdict (JSON) an earlier run kept for the module emitted from a baseline, where it holds: kept with
+    this workload, device, software and timing (the record `doc`, under baselines.key) and this kernelgate's code, and,
+    given `sha`, for these bytes. None otherwise. The module is the reference's own code in kernelgate's drop-in
+    wrapper, written the same way every time (emit.py): the same bytes were judged by the same gate."""
+    got = (doc or {}).get("emit_verified")
+    if not isinstance(got, dict) or got.get("code") != code_hash() or not isinstance(got.get("verdict"), dict):
+        return None
+    if sha is not None and got.get("sha") != sha:
+        return None
+    return got["verdict"]

@@ -244,12 +244,17 @@ def pace(admission_s: float, then_s: Any) -> float:
 
 
 def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu",
-            crossing_s: float = 0.0) -> tuple[float, str]:
+            crossing_s: float = 0.0, verified_s: float | None = None) -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
     this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S; in the lean
-    memory plan on a GPU, LEAN_*_CROSSINGS moves of the inputs through the host more, `crossing_s` each)."""
+    memory plan on a GPU, LEAN_*_CROSSINGS moves of the inputs through the host more, `crossing_s` each).
+    `verified_s`: the store keeps the gate's verdict on the module this run would emit from the baseline
+    (gate/baselines.verified_emit), and the check is then emitting and hashing it."""
+    if verified_s is not None and kept is not None:
+        return verified_s, ("the gate's verdict on the module emitted from the baseline is kept from an earlier run "
+                            "(the same bytes, workload, device, software and kernelgate)")
     if kept is not None and kept.get("emit_s") is not None:
         then = float(kept["emit_s"])
         emit_s = then * pace(admission_s, kept.get("emit_admission_s"))
