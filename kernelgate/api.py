@@ -21,6 +21,11 @@ from .gate.judge import judge, prepare
 from .proposers import default_languages, parse_languages
 from .records import BenchResult, Contract, Reason, Verdict
 from .store import Row, Store
+from .versions import code_hash
+
+# kernelgate's code as loaded (a verdict the store keeps holds for this gate only: gate/baselines.verified_emit), read
+# now: files changed on disk during a run must not lend their hash to the code that is running
+code_hash()
 
 
 def _contract(contract: Contract | str | None) -> Contract:
@@ -310,6 +315,18 @@ def _languages(languages) -> tuple[str, ...]:
         raise KernelgateError(str(e), Reason.USAGE) from None
 
 
+def _baseline_sha(spec: workload.Spec, task, kind: str) -> str:
+    """sha256 of the optimized.py a run writes from the baseline `kind` (as optimize's end writes it)."""
+    import tempfile
+
+    from . import emit as emit_mod
+    with tempfile.TemporaryDirectory() as tmp:
+        path = emit_mod.emit(Path(tmp) / "optimized.py", emit_mod.baseline_source(
+            Path(spec.path).read_text(), spec.cls, kind), spec.cls, task.device, [task.args(task.given)],
+            f"baseline ({kind})")
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
              out: str = "out", seed: int = 0, resume: bool = False, contract: Contract | str | None = None,
              inputs: str | None = None, config: GateConfig | None = None, store: Store | str | None = None,
@@ -355,10 +372,13 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
     scfg = search_config or SearchConfig()
     # a budget the run cannot keep to is refused now (nothing written), not overrun later
     kept = st.baselines(baselines_mod.key(task, scfg.timing))
-    verified = kept is not None and kept[1].get("emit_s") is not None and baselines_mod.verified_emit(kept[1])
-    least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), kept[1] if kept else None, task.device,
+    doc = kept[1] if kept else None
+    # the store keeps the gate's verdict on the very bytes this run would emit from the baseline (check_baseline)
+    verified = doc is not None and doc.get("emit_s") is not None and baselines_mod.verified_emit(
+        doc, _baseline_sha(spec, task, doc.get("emit_kind") or doc.get("faster") or "eager")) is not None
+    least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), doc, task.device,
                          float(getattr(task, "crossing_s", 0.0) or 0.0),
-                         baselines_mod.EMIT_VERIFIED_S if verified else None)
+                         baselines_mod.EMIT_VERIFIED_S if verified else None, baselines_mod.kept_builds_s(doc))
     prepared = time.monotonic() - t0
     if prepared + least > OVERRUN * seconds:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "
@@ -391,6 +411,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                     analyse=lambda m, ops: graph_mod.analyse(m, ops, REWRITE_FNS), fusion_source=strategy_fusions,
                     languages=langs)
     search.notes.extend(proposer_notes)
+    search.evaluator.emit_verified = verified     # the plan keeps EMIT_VERIFIED_S for the emitted check
     search.phases.since(t0, "prepare")   # the task, the oracle, admission, an LLM endpoint's check
 
     emitted_bytes: dict[str, bytes] = {}

@@ -226,7 +226,8 @@ def _all_cache_bytes() -> int | None:
     return sum(sizes.values()) if sizes else None
 
 
-def _cpu_label() -> str:
+def cpu_label() -> str:
+    """The host CPU's model name (/proc/cpuinfo), else the platform's processor or machine."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -272,7 +273,7 @@ def cpu_model() -> Machine:
     except (ValueError, OSError, AttributeError):
         memory = None
     return Machine("cpu", "cpu", {"fp32": fp32, "fp64": fp32 / 2}, bandwidth, cores, _llc_bytes(),
-                   None, None, 2e-6, "detected", notes, _cpu_label(), memory, cache_bandwidth=cache_bw,
+                   None, None, 2e-6, "detected", notes, cpu_label(), memory, cache_bandwidth=cache_bw,
                    cache_bytes=_all_cache_bytes())
 
 

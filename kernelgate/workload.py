@@ -103,10 +103,7 @@ def import_file(path: str, name: str | None = None) -> types.ModuleType:
 
 
 def file_hash(*paths: str) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        h.update(Path(p).read_bytes())
-    return h.hexdigest()[:16]
+    return hashlib.sha256(b"".join(Path(p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
 @dataclass
@@ -121,7 +118,12 @@ class Reference:
 
     @property
     def hash(self) -> str:
-        return file_hash(self.spec.path)
+        """The reference file's bytes and, where not the defaults, the class and `--inputs` (its file's bytes too)."""
+        h, src = hashlib.sha256(Path(self.spec.path).read_bytes()), (self.spec.inputs or "").rpartition(":")[0]
+        if self.spec.cls != REFERENCE_CLASS or self.spec.inputs:
+            h.update(f"\0{self.spec.cls}\0{self.spec.inputs or ''}".encode()
+                     + (Path(src).read_bytes() if src.endswith(".py") and Path(src).is_file() else b""))
+        return h.hexdigest()[:16]
 
     def build(self, seed: int = 0) -> torch.nn.Module:
         """Construct the reference with a fixed seed (weights are then shared with the candidate)."""

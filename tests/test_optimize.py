@@ -320,10 +320,99 @@ def test_remember_emit_keeps_the_verdict_with_the_bytes_and_the_code(tmp_path):
     assert doc["emit_s"] == 12.5 and baselines.verified_emit(doc, "abc")["message"] == "m"
 
 
-def test_the_least_a_run_takes_with_a_kept_verdict_is_emitting_the_module():
+def test_the_least_a_run_takes_with_a_kept_verdict_is_emitting_the_module_and_building_the_baselines():
+    """Red team 56: with the verdict kept the check is about a second, but every run still builds the baselines it
+    times candidates against (their builds had been hidden inside the kept check's 12-19 s): a 4 s budget was taken,
+    and the run took 10.6 s."""
+    from kernelgate.gate import baselines
     from kernelgate.search.policy import least_s
     assert least_s(2.0, {"timings": {}, "emit_s": 93.3}, verified_s=1.0)[0] == 1.0
     assert least_s(2.0, None, verified_s=1.0)[0] > 1.0        # nothing kept: the baselines are measured first
+    doc = {"timings": {"eager": _timing("eager", 1.0), "compile": _timing("compile", 1.05)},
+           "build_s": {"eager": 7.5, "compile": 30.0}, "emit_s": 20.0}
+    assert baselines.kept_builds_s(doc) == 37.5               # both within 10%: both built again
+    doc["timings"]["compile"] = _timing("compile", 2.0)
+    assert baselines.kept_builds_s(doc) == 7.5 and baselines.kept_builds_s(None) == 0.0
+    least, how = least_s(2.0, doc, verified_s=1.0, builds_s=7.5)
+    assert least == 8.5 and "building the baselines" in how
+    assert least_s(2.0, doc, builds_s=7.5)[0] == pytest.approx(20.0 + 7.5)
+
+
+def _timing(label, ms):
+    from kernelgate.records import Timing
+    return Timing(label, (ms,), ms, ms, 0.0, label).to_json()
+
+
+def test_the_workload_is_the_file_with_its_class_and_inputs(tmp_path):
+    """Red team 56: the store's key hashed the reference file only, so `file.py:Other` or another `--inputs` read the
+    first workload's kept baselines (and planned its kept check). The default workload's hash is unchanged."""
+    from kernelgate import workload
+    ref = tmp_path / "ref.py"
+    ref.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
+                   "class Other(Model):\n    pass\ndef get_inputs():\n    return [torch.randn(4)]\n"
+                   "def get_init_inputs():\n    return []\n")
+    other = tmp_path / "inp.py"
+    other.write_text("import torch\ndef get_inputs():\n    return [torch.randn(8)]\n")
+
+    def h(cls="Model", inputs=None):
+        return workload.load_reference(workload.Spec(str(ref), cls, inputs)).hash
+    assert h() == workload.file_hash(str(ref))
+    assert len({h(), h("Other"), h(inputs=f"{other}:get_inputs")}) == 3
+    before = h(inputs=f"{other}:get_inputs")
+    other.write_text(other.read_text().replace("8", "16"))
+    assert h(inputs=f"{other}:get_inputs") != before       # the inputs file's bytes count
+
+
+def test_the_kept_baselines_are_this_processors(monkeypatch):
+    """One store on two machines: figures and verdicts kept on one processor (or instruction set) are not another's."""
+    from types import SimpleNamespace
+    from kernelgate import targets
+    from kernelgate.config import TimingConfig
+    from kernelgate.gate import baselines
+    from kernelgate.records import Contract
+    task = SimpleNamespace(hash="h", target="cpu", device="cpu", contract=Contract())
+    k = baselines.key(task, TimingConfig())
+    monkeypatch.setattr(targets, "cpu_label", lambda: "another processor")
+    assert baselines.key(task, TimingConfig()) != k
+
+
+def test_kernelgate_code_is_hashed_when_the_api_is_loaded():
+    """Red team 56: hashed on first use (at a run's end), files changed on disk during a run lent their hash to the
+    verdict of the code that ran."""
+    from kernelgate import api as _api  # noqa: F401
+    from kernelgate.versions import code_hash
+    assert code_hash.cache_info().currsize == 1
+
+
+def test_a_kept_record_that_does_not_make_an_accepted_verdict_is_none():
+    """Red team 56: `{"status": "accepted"}` alone (an edited store) crashed the run's end after optimized.py was
+    written."""
+    from kernelgate.gate import baselines
+    code = baselines.code_hash()
+    for v in ({"status": "accepted"}, {"status": "rejected", "reason": "mismatch", "message": "m"}, "accepted", None):
+        assert baselines.verified_emit({"emit_verified": {"sha": "a", "code": code, "verdict": v}}, "a") is None
+
+
+@pytest.mark.slow
+def test_a_kept_verdict_does_not_let_through_a_budget_the_baselines_builds_overrun(tmp_path, write, proj,
+                                                                                    fast_search):
+    """Red team 56's repro: after a run that kept the verdict, the least a run takes counts rebuilding the live
+    baselines (a 4 s budget was taken, and the run took 10.6 s): the refusal names them."""
+    from kernelgate.proposers.library.library import Library
+    ref = write("p.py", proj)
+    store = str(tmp_path / "s.sqlite")
+    api.optimize(ref, target="cpu", budget=300, max_candidates=1, out=str(tmp_path / "o1"), store=store,
+                 search_config=fast_search, proposers=(Library(()),))
+    doc = next(iter(json.loads(r[0]) for r in Store(store)._connect().execute("SELECT payload FROM baselines")))
+    assert "emit_verified" in doc
+    from kernelgate.gate import baselines
+    builds = baselines.kept_builds_s(doc)
+    assert builds > 0
+    with pytest.raises(KernelgateError, match="too small for this task") as e:
+        api.optimize(ref, target="cpu", budget=0.2, max_candidates=1, out=str(tmp_path / "o2"),
+                     store=store, search_config=fast_search, proposers=(Library(()),))
+    assert "verdict on the module emitted from the baseline is kept" in str(e.value)
+    assert "building the baselines" in str(e.value) or builds < 0.5
 
 
 @pytest.mark.slow

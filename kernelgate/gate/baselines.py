@@ -16,7 +16,7 @@ from typing import Callable
 
 from .. import workload
 from ..config import GateConfig, TimingConfig
-from ..records import Timing
+from ..records import Timing, Verdict
 from ..store import Store
 from ..versions import code_hash, software
 from . import timing
@@ -116,6 +116,10 @@ def key(task: Task, tcfg: TimingConfig) -> str:
     sw = software()
     parts = [task.hash, task.target, device_name(task.device), sw.get("torch"), sw.get("triton"),
              sw.get("python"), repr(tcfg), repr(sorted(task.contract.assumptions())), timing.HARNESS_VERSION]
+    if str(task.device).startswith("cpu"):     # the processor's model and the instruction set torch's kernels use
+        import torch                              # (one store on two machines: an AVX-512 host's figures and
+        from ..targets import cpu_label          # verdicts are not an AVX2 host's)
+        parts += [cpu_label(), torch.backends.cpu.get_cpu_capability()]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 
 
@@ -237,9 +241,7 @@ def ready(task: Task, cfg: GateConfig, tcfg: TimingConfig, store: Store, say: Ca
     elif kept is None:                           # until measured: what the baselines built so far took
         check_s = max(build_s.values(), default=0.0)
     same = kept is not None and kept[1].get("emit_s") is not None and kept[1].get("faster") == base
-    # the gate's verdict on the same emitted bytes kept (verified_emit): the check is emitting and hashing the file
-    emit_s = (EMIT_VERIFIED_S if verified_emit(kept[1]) is not None else float(kept[1]["emit_s"])) if same else None
-    b = Baselines(sessions, timings, base, check_s, k, emit_s,
+    b = Baselines(sessions, timings, base, check_s, k, float(kept[1]["emit_s"]) if same else None,
                   str(kept[1].get("emit_kind", "")) if kept is not None else "",
                   emit_admission_s=kept[1].get("emit_admission_s") if same else None)
     b.build_s = {**(kept[1].get("build_s", {}) if kept is not None else {}), **build_s}
@@ -319,6 +321,16 @@ def remember_emit(store: Store, key: str, seconds: float, kind: str = "", admiss
         store.put_baselines(key, doc)
 
 
+def kept_builds_s(doc: dict | None) -> float:
+    """What building the baselines a run times candidates against took when the kept record `doc` was measured:
+    those within 10% of the faster (`close_enough`), each built again in every run. 0.0 without a record."""
+    if not doc:
+        return 0.0
+    timings = {n: t for n, v in (doc.get("timings") or {}).items() for t in [Timing.from_json(v)] if t is not None}
+    builds = doc.get("build_s") or {}
+    return sum(float(builds.get(n, 0.0) or 0.0) for n in (close_enough(timings) if timings else []))
+
+
 def verified_emit(doc: dict | None, sha: str | None = None) -> dict | None:
     """The gate's verdict (JSON) an earlier run kept for the module emitted from a baseline, where it holds: kept with
     this workload, device, software and timing (the record `doc`, under baselines.key) and this kernelgate's code, and,
@@ -328,5 +340,10 @@ def verified_emit(doc: dict | None, sha: str | None = None) -> dict | None:
     if not isinstance(got, dict) or got.get("code") != code_hash() or not isinstance(got.get("verdict"), dict):
         return None
     if sha is not None and got.get("sha") != sha:
+        return None
+    try:                                # a record that does not make a verdict (an edited store) is none
+        if not Verdict.from_json(got["verdict"]).accepted:
+            return None
+    except (KeyError, TypeError, ValueError):
         return None
     return got["verdict"]

@@ -39,6 +39,9 @@ class Evaluator:
         self.baseline_check_s = 0.0                   # what building and timing a baseline took
         self.baseline_key, self.baseline_emit_s = "", None   # the kept baselines' key; their emitted check's seconds
         self.baseline_emit_kind = ""                  # the baseline to emit when not the faster (gate/baselines.py)
+        #: the store keeps the gate's verdict on the module this run would emit from the baseline (optimize checks
+        #: the bytes at its start: gate/baselines.verified_emit): its check is then emitting and hashing the file
+        self.emit_verified = False
         self.compile_build_s = 0.0                    # what building the compile baseline took (first call in)
         self._baselines: baselines_mod.Baselines | None = None
         self._profile_baseline = False
@@ -69,8 +72,8 @@ class Evaluator:
         self.baseline_check_s = b.check_s
         self.baseline_key, self.baseline_emit_kind = b.key, b.emit_kind
         # the emitted check's time in an earlier run, at this run's pace (a loaded machine's is slower)
-        self.baseline_emit_s = None if b.emit_s is None else b.emit_s * pace(
-            float(getattr(self.task, "admission_s", 0.0) or 0.0), b.emit_admission_s)
+        self.baseline_emit_s = None if b.emit_s is None else baselines_mod.EMIT_VERIFIED_S if self.emit_verified \
+            else b.emit_s * pace(float(getattr(self.task, "admission_s", 0.0) or 0.0), b.emit_admission_s)
         self.compile_build_s = float(b.build_s.get("compile", 0.0))
         if b.pending is None:
             self._profile_faster(self._profile_baseline)

@@ -244,32 +244,38 @@ def pace(admission_s: float, then_s: Any) -> float:
 
 
 def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu",
-            crossing_s: float = 0.0, verified_s: float | None = None) -> tuple[float, str]:
+            crossing_s: float = 0.0, verified_s: float | None = None, builds_s: float = 0.0) -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
     this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S; in the lean
     memory plan on a GPU, LEAN_*_CROSSINGS moves of the inputs through the host more, `crossing_s` each).
     `verified_s`: the store keeps the gate's verdict on the module this run would emit from the baseline
-    (gate/baselines.verified_emit), and the check is then emitting and hashing it."""
+    (gate/baselines.verified_emit), and the check is then emitting and hashing it. `builds_s`: with the baselines
+    kept, building those a run times candidates against again (gate/baselines.kept_builds_s)."""
+    builds = (f" and building the baselines to time candidates against {builds_s:.0f} s (as when they were "
+              "measured)") if kept is not None and builds_s >= 0.5 else ""
+    builds_s = builds_s if kept is not None else 0.0
     if verified_s is not None and kept is not None:
-        return verified_s, ("the gate's verdict on the module emitted from the baseline is kept from an earlier run "
-                            "(the same bytes, workload, device, software and kernelgate)")
+        return verified_s + builds_s, ("the gate's verdict on the module emitted from the baseline is kept from an "
+                                       "earlier run (the same bytes, workload, device, software and kernelgate)"
+                                       + builds)
     if kept is not None and kept.get("emit_s") is not None:
         then = float(kept["emit_s"])
         emit_s = then * pace(admission_s, kept.get("emit_admission_s"))
         at = f" ({emit_s:.0f} s at this run's pace)" if abs(emit_s - then) >= 0.5 else ""
-        return emit_s, f"the check of the emitted module took {then:.0f} s in an earlier run of this workload{at}"
+        return emit_s + builds_s, (f"the check of the emitted module took {then:.0f} s in an earlier run of this "
+                                   f"workload{at}" + builds)
     ratio = emit_over_admission(device)
     moves = LEAN_EMIT_CROSSINGS * crossing_s
     emit = max(EMIT_MIN_S, ratio * admission_s + moves)
     base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s + LEAN_BASELINE_CROSSINGS * crossing_s
     lean = (f", {crossing_s:.2g} s a move of the inputs through the host ({LEAN_EMIT_CROSSINGS:g} and "
             f"{LEAN_BASELINE_CROSSINGS:g} of them)") if crossing_s > 0 else ""
-    return emit + base, (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task "
+    return emit + base + builds_s, (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task "
                          f"admission's {admission_s:.1f} s" + (lean if not base else "") + ")"
                          + (f" and the baselines at least {base:.1f} s ({BASELINES_OVER_ADMISSION:g}x{lean})"
-                            if base else ""))
+                            if base else "") + builds)
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
 #: and measuring the baselines once it is built, over task admission's trials, at the least (the 4096-token projection
