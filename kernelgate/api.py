@@ -317,14 +317,10 @@ def _languages(languages) -> tuple[str, ...]:
 
 def _baseline_sha(spec: workload.Spec, task, kind: str) -> str:
     """sha256 of the optimized.py a run writes from the baseline `kind` (as optimize's end writes it)."""
-    import tempfile
-
     from . import emit as emit_mod
-    with tempfile.TemporaryDirectory() as tmp:
-        path = emit_mod.emit(Path(tmp) / "optimized.py", emit_mod.baseline_source(
-            Path(spec.path).read_text(), spec.cls, kind), spec.cls, task.device, [task.args(task.given)],
-            f"baseline ({kind})")
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+    text = emit_mod.render(emit_mod.baseline_source(Path(spec.path).read_text(), spec.cls, kind), spec.cls,
+                           task.device, [task.args(task.given)], f"baseline ({kind})")
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_candidates: int = 64,
@@ -460,7 +456,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
         kept = st.baselines(search.evaluator.baseline_key) if search.evaluator.baseline_key else None
         earlier = baselines_mod.verified_emit(kept[1] if kept else None, sha)
-        if earlier is not None and earlier.get("status") == "accepted":
+        if earlier is not None:             # verified_emit: accepted, for these bytes, by this kernelgate
             say(f"the emitted module ({path.name}:{spec.cls}) is byte for byte the one the gate accepted in an earlier "
                 "run of this workload, with this device, software and kernelgate: its verdict stands")
             reused.append(sha)

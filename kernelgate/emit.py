@@ -142,6 +142,13 @@ def emit(path: Path, candidate_source: str, ref_cls: str, device: str, input_set
          strategy: str, modes: dict[str, bool] | None = None) -> Path:
     """Write optimized.py from a verified candidate's source (which defines the reference and ModelNew).
     `modes`: the modes the candidate was verified in (default: the gate's, GATE_MODES)."""
+    path.write_text(render(candidate_source, ref_cls, device, input_sets, strategy, modes))
+    return path
+
+
+def render(candidate_source: str, ref_cls: str, device: str, input_sets: list[list[Any]], strategy: str,
+           modes: dict[str, bool] | None = None) -> str:
+    """optimized.py's text (`emit`): the same arguments give the same bytes."""
     sw = software()
     modes = dict(modes or GATE_MODES)
     verified = {
@@ -153,8 +160,7 @@ def emit(path: Path, candidate_source: str, ref_cls: str, device: str, input_set
     header = (f'"""Optimized by kernelgate: {strategy}.\n\nImport in place of the original module; '
               f'load the original state_dict.\n\n{_wrap(modes_text(modes))}\n"""\n')
     guard = GUARD.replace("{ref_cls}", ref_cls).replace("json_verified", pprint.pformat(verified, width=100))
-    path.write_text(header + candidate_source.rstrip() + "\n" + guard)
-    return path
+    return header + candidate_source.rstrip() + "\n" + guard
 
 
 def baseline_source(reference_source: str, ref_cls: str, kind: str) -> str:

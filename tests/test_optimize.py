@@ -379,9 +379,10 @@ def test_the_kept_baselines_are_this_processors(monkeypatch):
 def test_kernelgate_code_is_hashed_when_the_api_is_loaded():
     """Red team 56: hashed on first use (at a run's end), files changed on disk during a run lent their hash to the
     verdict of the code that ran."""
-    from kernelgate import api as _api  # noqa: F401
-    from kernelgate.versions import code_hash
-    assert code_hash.cache_info().currsize == 1
+    import subprocess
+    got = subprocess.run([sys.executable, "-c", "import kernelgate.api, kernelgate.versions as v; "
+                          "print(v.code_hash.cache_info().currsize)"], capture_output=True, text=True, check=True)
+    assert int(got.stdout.split()[-1]) == 1                    # a fresh process: nothing else has asked for it
 
 
 def test_a_kept_record_that_does_not_make_an_accepted_verdict_is_none():

@@ -163,9 +163,7 @@ class Search:
                 tcfg = replace(tcfg, rounds=2)
             return tcfg
         # their measurement's rounds (past the first two) end where the time kept for the end of the run begins
-        self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
-        self.planner.crossing_s = float(getattr(self.task, "crossing_s", 0.0) or 0.0)
-        self.planner.emit_over_admission = emit_over_admission(self.task.device)
+        self._sync_task()
         self.evaluator.baselines(self.store, self.scfg.timing, timing_for, self.scfg.profile,
                                  deadline=lambda: self.planner.at(PLAN_SHARE, self.planner.reserve_s(None)))
         self._sync_baselines()
@@ -175,6 +173,13 @@ class Search:
         self.evaluator.complete_baselines()
         self._sync_baselines()
 
+    def _sync_task(self) -> None:
+        """The planner's view of the task: what admission's trials took, a move of its inputs (the lean plan on a
+        GPU), the emitted check's ratio to admission on this device."""
+        self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
+        self.planner.crossing_s = float(getattr(self.task, "crossing_s", 0.0) or 0.0)
+        self.planner.emit_over_admission = emit_over_admission(self.task.device)
+
     def _sync_baselines(self) -> None:
         """The planner's view of the baselines; a background baseline that finished building is measured now
         (no candidate is alive between evaluations), so the time kept for the end of the run is its own."""
@@ -183,9 +188,7 @@ class Search:
         self.planner.baseline_check_s = self.evaluator.baseline_check_s
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
         self.planner.compile_build_s = self.evaluator.compile_build_s
-        self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
-        self.planner.crossing_s = float(getattr(self.task, "crossing_s", 0.0) or 0.0)
-        self.planner.emit_over_admission = emit_over_admission(self.task.device)
+        self._sync_task()
         self.planner.emit_over_baseline = EMIT_OVER_BASELINE_CACHED if self.evaluator.shares_compile_cache() \
             else EMIT_OVER_BASELINE
         self.planner.pending_s = self.evaluator.baselines_building_s
