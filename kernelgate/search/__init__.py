@@ -186,6 +186,7 @@ class Search:
         if self.evaluator.baselines_building_s() == 0.0:
             self.evaluator.complete_baselines()
         self.planner.baseline_check_s = self.evaluator.baseline_check_s
+        self.planner.plain_check_s = self.evaluator.plain_check_s
         self.planner.baseline_emit_s = self.evaluator.baseline_emit_s
         self.planner.compile_build_s = self.evaluator.compile_build_s
         self._sync_task()

@@ -37,6 +37,7 @@ class Evaluator:
         self.base_sessions: dict[str, Session] = {}
         self.base_insight: dict | None = None       # the faster baseline's profile summary
         self.baseline_check_s = 0.0                   # what building and timing a baseline took
+        self.plain_check_s = 0.0                      # the same with the eager baseline's build
         self.baseline_key, self.baseline_emit_s = "", None   # the kept baselines' key; their emitted check's seconds
         self.baseline_emit_kind = ""                  # the baseline to emit when not the faster (gate/baselines.py)
         #: the store keeps the gate's verdict on the module this run would emit from the baseline (optimize checks
@@ -70,6 +71,9 @@ class Evaluator:
     def _take(self, b: baselines_mod.Baselines) -> None:
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
+        # the eager baseline's build (this run's or the kept record's) and the faster one's share of the measurement
+        share = max(b.check_s - float(b.build_s.get(b.faster, 0.0)), 0.0)
+        self.plain_check_s = float(b.build_s["eager"]) + share if "eager" in b.build_s else b.check_s
         self.baseline_key, self.baseline_emit_kind = b.key, b.emit_kind
         # the emitted check's time in an earlier run, at this run's pace (a loaded machine's is slower)
         self.baseline_emit_s = None if b.emit_s is None else baselines_mod.EMIT_VERIFIED_S if self.emit_verified \

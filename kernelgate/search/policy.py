@@ -300,6 +300,10 @@ class Planner:
         self.again: dict[str, float] = {}
         self.timing_s: dict[str, float] = {}        # candidate id -> its measurement's seconds (in `again`)
         self.baseline_check_s = 0.0                 # what building and timing one baseline cost
+        #: the same for the eager baseline (no compiler in its build): a first candidate that compiles nothing is
+        #: built like it (a warm softmax run kept 25 s after rebuilding the compile baseline and tried no C++
+        #: candidate, each expected to cost the compile baseline's 20 s build again)
+        self.plain_check_s = 0.0
         self.baseline_emit_s: float | None = None   # the check of the module emitted from it, in an earlier run
         #: how long a baseline has been building in the background (None: none pending): the run's end then
         #: waits for the rest of its build, measures it, and may check a module emitted from it
@@ -370,10 +374,14 @@ class Planner:
         kind = cost_kind(c)
         same = [self.cost[e.candidate.id] for e in history
                 if e.candidate.id in self.cost and cost_kind(e.candidate) == kind]
-        # before any evaluation, one costs about what building and timing a baseline did; a compiling one at least
-        # what building the compile baseline did
-        floor = self.compile_build_s if kind == "runtime:compile" else 0.0
-        return max([self.avg_s() if self.durations else self.baseline_check_s, floor] + same)
+        # before any evaluation, one costs about what building and timing a baseline did (one that compiles nothing
+        # the eager baseline's, and the trials task admission ran); a compiling one at least what building the
+        # compile baseline did
+        if kind == "runtime:compile":
+            first, floor = self.baseline_check_s, self.compile_build_s
+        else:
+            first, floor = (self.plain_check_s + self.admission_s if self.plain_check_s else self.baseline_check_s), 0.0
+        return max([self.avg_s() if self.durations else first, floor] + same)
 
     def fits(self, seconds: float, history: Sequence[Evaluation]) -> bool:
         """Whether `seconds` of work fits before the time kept for the end of the run."""

@@ -171,6 +171,28 @@ def test_a_compiling_candidate_costs_at_least_what_the_compile_baseline_took():
     assert p.expected_s(comp, []) == 27.0 and p.expected_s(other, []) == 3.0
 
 
+def test_a_first_candidate_that_compiles_nothing_is_expected_to_cost_an_eager_build_and_the_trials():
+    """With torch.compile the faster baseline, building and timing it (its 20 s compile included) is no estimate
+    for a C++ or rewrite candidate: 25 s left in a 60 s run let none be tried. Before any evaluation such a
+    candidate is expected to cost the eager baseline's build, the measurement's share and task admission's trials;
+    a compiling one still what the compile baseline cost."""
+    clock = FakeClock()
+    p = Planner(Budget(seconds=60.0), clock)
+    p.baseline_check_s, p.compile_build_s = 22.0, 20.0       # compile: built in 20 s, measured in 2 s
+    p.plain_check_s, p.admission_s = 3.5, 1.5                # eager: built in 1.5 s, the same 2 s of measurement
+    cpp = Candidate("k", "cpp:pointwise", "", stack=(Level("cpp:pointwise"),))
+    comp = Candidate("c", "runtime:compile(mode=max-autotune)", "",
+                     stack=(Level("runtime:compile", (("mode", "max-autotune"),)),))
+    assert p.expected_s(cpp, []) == pytest.approx(5.0) and p.expected_s(comp, []) == 22.0
+    clock.t += 35                                            # 22 s left to plan, a 5 s baseline check kept
+    p.baseline_emit_s = 4.0
+    assert p.fits(p.expected_s(cpp, []), []) and not p.fits(p.expected_s(comp, []), [])
+    p.plain_check_s = 0.0                                    # not known (no eager build): the faster's figure
+    assert p.expected_s(cpp, []) == 22.0
+    p.record("k0", 9.0)                                      # once evaluations are measured, they decide
+    assert p.expected_s(cpp, []) == 9.0
+
+
 def test_the_emitted_check_is_expected_to_cost_its_trials_before_it_was_measured():
     """Before a run measured the emitted baseline's check, its reserve is at least EMIT_OVER_ADMISSION times what
     task admission's trials took (a 256 MiB CPU input: admission 4.7 s, the check 18.8 s, eager's build 2 s);
