@@ -73,10 +73,20 @@ def _kg_pl_fit(blocks, sizes, interpret):
     return tuple(max(b, _kg_pl_p2(-(-s // _KG_PL_INTERPRET_STEPS))) for b, s in zip(blocks, sizes))
 
 
+#: XLA takes a buffer only at an address that is a multiple of 16 bytes on the GPU (a view at an odd offset, the
+#: gate's layout trial, crashed a port on the H100: "Address of buffer 1 must be a multiple of 10"); torch's
+#: allocators give 64 or more
+_KG_PL_ALIGN = 64
+
+
 def kg_pl_to_jax(t):
     """A torch tensor as a JAX array on the same memory (DLPack; detached: autograd is not needed here, the
-    launchers checked, and torch exports no tensor that requires grad)."""
-    return _kg_pl_jax().jax.dlpack.from_dlpack(t.detach())
+    launchers checked, and torch exports no tensor that requires grad); a copy where the view starts at an
+    address XLA refuses."""
+    t = t.detach()
+    if t.data_ptr() % _KG_PL_ALIGN:
+        t = t.clone()
+    return _kg_pl_jax().jax.dlpack.from_dlpack(t)
 
 
 def kg_pl_to_torch(a):
