@@ -63,6 +63,7 @@ def one(impl: Path, args: argparse.Namespace, work: Path) -> dict:
                  "port_exit": rc, "port_wall_s": round(wall, 1), "port_command": " ".join(
                      ["python -m kernelgate port", row_path(impl), "--to pallas --target", args.target, "--budget",
                       str(args.budget)])}
+    row["port_log"] = se[-3000:]                   # the search's progress lines: why no candidate was tried
     if not (out / "port.json").exists():
         row["error"] = (se or so)[-1500:]
         return row
