@@ -56,8 +56,9 @@ def _form(doc: dict) -> match.Form | None:
 def one(impl: Path, args: argparse.Namespace, work: Path) -> dict:
     name = impl.stem
     out = work / name
+    # no --json: the port's progress lines come on stderr (kept as port_log); its figures are read from port.json
     cmd = [sys.executable, "-m", "kernelgate", "port", str(impl), "--to", "pallas", "--target", args.target,
-           "--budget", str(args.budget), "--out", str(out), "--store", str(work / f"{name}.sqlite"), "--json"]
+           "--budget", str(args.budget), "--out", str(out), "--store", str(work / f"{name}.sqlite")]
     rc, so, se, wall = _run(cmd, args.timeout)
     row: dict = {"impl": impl.relative_to(ROOT).as_posix() if impl.is_relative_to(ROOT) else impl.name,
                  "port_exit": rc, "port_wall_s": round(wall, 1), "port_command": " ".join(
