@@ -71,9 +71,10 @@ class Evaluator:
     def _take(self, b: baselines_mod.Baselines) -> None:
         self.base_sessions, self.timings, self.base_label = b.sessions, b.timings, b.faster
         self.baseline_check_s = b.check_s
-        # the eager baseline's build (this run's or the kept record's) and the faster one's share of the measurement
+        # the eager baseline's build (this run's or the kept record's) and the faster one's share of the measurement;
+        # 0.0 where eager was never built (the planner then takes the faster's figure)
         share = max(b.check_s - float(b.build_s.get(b.faster, 0.0)), 0.0)
-        self.plain_check_s = float(b.build_s["eager"]) + share if "eager" in b.build_s else b.check_s
+        self.plain_check_s = float(b.build_s["eager"]) + share if "eager" in b.build_s else 0.0
         self.baseline_key, self.baseline_emit_kind = b.key, b.emit_kind
         # the emitted check's time in an earlier run, at this run's pace (a loaded machine's is slower)
         self.baseline_emit_s = None if b.emit_s is None else baselines_mod.EMIT_VERIFIED_S if self.emit_verified \

@@ -302,7 +302,7 @@ class Planner:
         self.baseline_check_s = 0.0                 # what building and timing one baseline cost
         #: the same for the eager baseline (no compiler in its build): a first candidate that compiles nothing is
         #: built like it (a warm softmax run kept 25 s after rebuilding the compile baseline and tried no C++
-        #: candidate, each expected to cost the compile baseline's 20 s build again)
+        #: candidate, each expected to cost the compile baseline's 20 s build again); 0.0: not known
         self.plain_check_s = 0.0
         self.baseline_emit_s: float | None = None   # the check of the module emitted from it, in an earlier run
         #: how long a baseline has been building in the background (None: none pending): the run's end then
