@@ -269,15 +269,17 @@ class Oracle:
     """Holds the reference model in the task dtype, an fp64 copy, and the permitted lower-precision copies."""
 
     def __init__(self, ref: Reference, device: str, contract: Contract, compute: str | None = None,
-                 shape: Any = None, own: bool = False):
+                 shape: Any = None, own: bool = False, lean: bool | None = None):
         """Outputs are returned on `device` (where the judge keeps its data); the runs happen on `compute`
         (default `device`): the lean memory plan keeps data on the host and computes on the task's device,
         giving the allocator's cache back after every run (gate/memory.py). `own`: the reference is a kernel
-        implementation that runs only in its own dtype (`own_precision`): the oracle is its task-dtype run."""
+        implementation that runs only in its own dtype (`own_precision`): the oracle is its task-dtype run. `lean`:
+        the lean memory plan (default: computing away from home), which gives the cache back after every run
+        wherever it keeps its data."""
         self.ref, self.home, self.contract = ref, device, contract
         self.device = compute or device
         self.own = own
-        self.lean = self.home != self.device      # the lean memory plan: the cache goes back after every run
+        self.lean = self.home != self.device if lean is None else lean   # the cache goes back after every run
         self.model = structured(ref.build(seed=0), shape).to(self.device)    # called with the leaves
         self.state0 = {k: v.detach().clone() for k, v in self.model.state_dict().items()}   # on the device
         self.at0 = True                           # the models hold state0 (`reset`)

@@ -155,25 +155,27 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
         except torch.cuda.OutOfMemoryError as e:
             raise KernelgateError(f"the reference's forward does not fit on {device_name(device)}: {e}",
                                   Reason.TASK_LOAD) from None
+    raw = ref.inputs(seed=0, device=device)
+    shape = structure.shape_of(raw)            # tensors inside lists, tuples, dicts: the gate sees the leaves
+    flat = _flat(raw, shape)
+    ins = sum(x.numel() * x.element_size() for x in flat if isinstance(x, torch.Tensor))
     try:
-        mplan = memory_mod.plan(device, ref_peak, memory)
+        mplan = memory_mod.plan(device, ref_peak, memory, ins)
     except ValueError as e:
         raise KernelgateError(str(e), Reason.USAGE) from None
     device_home = mplan.home
-    raw = ref.inputs(seed=0, device=device)
     for i, _ in contract.domain:
         if i >= len(raw):
             raise KernelgateError(f"contract declares a domain for input {i}, but the workload has {len(raw)} inputs")
-    shape = structure.shape_of(raw)            # tensors inside lists, tuples, dicts: the gate sees the leaves
     contract = flat_contract(contract, shape, len(raw))
-    flat = _flat(raw, shape)
     _no_hidden(raw, shape)
     t_cross = time.monotonic()
     given = _placed(flat, device, device_home)
     crossing_s = time.monotonic() - t_cross if device_home != device else 0.0
     del raw, flat                              # the device's copies (lean: `given` is on the host)
     own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
-    oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own)   # on the device, kept at home
+    oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own,   # on the device, kept at home
+                    lean=mplan.lean)
     # what the outputs look like (dtype, shape, strides), not their values: a forward's worth less held for the
     # task's life (6 GiB of the judge's host memory for the largest dev problems in the lean plan)
     out = [torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device="meta") if isinstance(o, torch.Tensor)

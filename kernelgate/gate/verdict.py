@@ -19,7 +19,8 @@ def build(task: Task, s: Session, status: Status, reason: Reason, message: str, 
         chash = ""
     notes = tuple(s.notes)
     if task.lean:
-        notes += (f"lean memory plan ({task.memory.reason}): inputs, oracle and compared outputs on the host, "
+        where = "the device" if getattr(task.memory, "home", "cpu") != "cpu" else "the host"
+        notes += (f"lean memory plan ({task.memory.reason}): inputs, oracle and compared outputs on {where}, "
                   "workers hold a task's worth only while called or timed (docs/GATE.md)",)
     return Verdict(status, reason, message, tuple(s.checks), notes, tuple(task.contract.assumptions()),
                    task.hash, chash, task.target, device_name(task.device),

@@ -53,6 +53,21 @@ def test_decide_lean_for_a_forward_over_a_gib_or_one_that_would_not_fit():
         memory.decide("cpu", None, None, "small")
 
 
+def test_a_lean_plan_keeps_the_judges_data_on_a_device_with_room_for_it():
+    """Three forwards and three inputs' worth within 80% of the device: the judge's data stays there (on the host,
+    every judged call moved a task's worth through pageable memory); without room, or inputs unknown, the host."""
+    roomy = memory.decide("cuda:0", 12 * GiB, 80 * GiB, ins=4 * GiB)        # 36 + 12 <= 64
+    assert roomy.lean and roomy.home == "cuda:0" and "on the device" in roomy.reason
+    assert memory.decide("cuda:0", 14 * GiB, 80 * GiB, ins=8 * GiB).home == "cpu"     # 42 + 24 > 64
+    assert memory.decide("cuda:0", 16 * GiB, 140 * GiB, ins=4 * GiB).home == "cuda:0"
+    assert memory.decide("cuda:0", 12 * GiB, 80 * GiB).home == "cpu"                  # inputs not counted
+    assert memory.decide("cuda:0", 12 * GiB, 80 * GiB, "lean", ins=GiB).home == "cpu"  # asked: as before
+    tight = memory.decide("cuda:0", GiB // 2, 2 * GiB, ins=GiB // 8)        # lean for want of room: the host
+    assert tight.lean and tight.home == "cpu"
+    small = memory.decide("cuda:0", GiB // 2, 140 * GiB, ins=GiB // 8)
+    assert not small.lean and small.home == "cuda:0"
+
+
 @pytest.mark.slow
 def test_lean_plan_verifies_like_the_default(write, tmp_path):
     ref, cand = write("ref.py", REF), write("cand.py", HONEST)
@@ -99,6 +114,33 @@ def test_lean_plan_on_the_gpu_computes_there_and_keeps_data_on_the_host(write, t
     assert task.lean and task.oracle.device.startswith("cuda") and task.oracle.home == "cpu"
     assert next(task.oracle.model.parameters()).is_cuda
     assert all(o.device.type == "meta" for o in task.out_meta) and all(x.device.type == "cpu" for x in task.given)
+
+
+@pytest.mark.gpu
+def test_a_lean_plan_with_room_on_the_gpu_keeps_the_judges_data_there_and_judges_as_before(write, tmp_path,
+                                                                                             monkeypatch):
+    """A forward over the lean threshold on a device with room: inputs, oracle and compared outputs on the device,
+    the workers still released between calls and batches; an honest candidate accepted and timed, a wrong one
+    rejected."""
+    from kernelgate import workload
+    from kernelgate.gate.task import prepare
+    from kernelgate.records import Contract
+    monkeypatch.setattr(memory, "LEAN_ABOVE", 1 << 10)       # this small task's forward counts as a large one
+    ref, cand = write("ref.py", REF), write("cand.py", HONEST)
+    wrong = write("wrong.py", HONEST.replace(".mul(2)", ".mul(2.01)"))
+    task = prepare(workload.Spec(str(ref), "Model"), "cuda", Contract())
+    assert task.lean and task.home.startswith("cuda") and task.oracle.lean and task.crossing_s == 0.0
+    assert all(x.is_cuda for x in task.given) and "on the device" in task.memory.reason
+    v = api.verify(ref, cand, target="cuda", store=str(tmp_path / "s.sqlite"))
+    assert v.accepted, v.message
+    assert any("lean memory plan" in n and "outputs on the device" in n for n in v.notes), v.notes
+    bad = api.verify(ref, wrong, target="cuda", store=str(tmp_path / "s.sqlite"))
+    assert not bad.accepted and bad.reason.value == "mismatch", bad.message
+    res = api.bench(ref, [cand], target="cuda", config=gate_config(recheck_rate=1.0),
+                    timing=TimingConfig(warmup_ms=5, rounds=2, iters=4), store=str(tmp_path / "s.sqlite"))
+    rows = {r.label: r for r in res.rows}
+    assert rows["cand"].verdict.accepted and rows["cand"].timing is not None, rows
+    assert res.conditions["memory"]["lean"] is True and res.conditions["memory"]["home"].startswith("cuda")
 
 
 def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results(write, monkeypatch):
