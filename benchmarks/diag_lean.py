@@ -87,7 +87,7 @@ doc["plan"] = task.memory.to_json() if task.memory is not None else None
 from kernelgate.search.policy import least_s
 doc["admission_s"] = round(task.admission_s, 3)
 doc["crossing_s"] = round(getattr(task, "crossing_s", 0.0), 3)
-doc["least_s"] = least_s(task.admission_s, None, task.device, getattr(task, "crossing_s", 0.0))
+doc["least_s"] = least_s(task.admission_s, None, task.device, getattr(task, "crossing_s", 0.0), lean=task.lean)
 cfg = gate_config()
 if emitted not in ("", "none"):      # the module optimize emits from a baseline, judged as optimize's check_baseline does
     import dataclasses

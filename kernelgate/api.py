@@ -374,7 +374,8 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
         doc, _baseline_sha(spec, task, doc.get("emit_kind") or doc.get("faster") or "eager")) is not None
     least, how = least_s(float(getattr(task, "admission_s", 0.0) or 0.0), doc, task.device,
                          float(getattr(task, "crossing_s", 0.0) or 0.0),
-                         baselines_mod.EMIT_VERIFIED_S if verified else None, baselines_mod.kept_builds_s(doc))
+                         baselines_mod.EMIT_VERIFIED_S if verified else None, baselines_mod.kept_builds_s(doc),
+                         bool(getattr(task, "lean", False)))
     prepared = time.monotonic() - t0
     if prepared + least > OVERRUN * seconds:
         raise KernelgateError(f"the budget ({seconds:g} s) is too small for this task: preparing it took {prepared:.0f} s "

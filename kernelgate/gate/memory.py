@@ -41,9 +41,13 @@ BOUND = 3.0                 # the lean plan's target: gate peak / reference forw
 RESIDENT = 5                # processes that may hold a forward's worth at once in the default plan
 FIT = 0.8                   # share of the device the default plan may plan to use
 LEAN_ABOVE = 1 << 30        # a forward needing more than this (bytes) is judged in the lean plan
-#: inputs' worth the judge holds on the device beside BOUND forwards when the lean plan keeps its data there (the
-#: given inputs, a trial's, the timing pool's entry)
-HOME_INPUTS = 3
+#: the lean plan keeps the judge's data on the device where HOME_FORWARDS forwards and HOME_INPUTS inputs' worth fit
+#: in FIT of it. Measured on an H100 (benchmarks/results/h100_lean_home_session35.json, a 12 GiB forward with 4 GiB
+#: of inputs, the check of a module emitted from a baseline): the gate's peak was 3.44 forwards with the data on the
+#: host, 4.85 (58 GiB) with it on the device, 4.25 inputs' worth more (the given inputs, a trial's, the timing pool's
+#: entry, an fp64 copy's half)
+HOME_FORWARDS = 3.5
+HOME_INPUTS = 4.5
 
 
 CONTEXT = 1 << 29           # a process's CUDA context (about 0.5 GiB; no plan shrinks it)
@@ -119,10 +123,11 @@ def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str =
     """Lean when asked, when the forward needs more than LEAN_ABOVE, or when RESIDENT processes each holding
     a forward's worth would not fit in FIT of the device's `capacity`; the default plan otherwise (and
     always on a CPU unless asked). A lean plan for a forward over LEAN_ABOVE keeps the judge's data (inputs,
-    oracle, the outputs it compares) on the device where BOUND forwards and HOME_INPUTS times the inputs' `ins`
-    bytes fit in FIT of it: on the host, every call the gate judges or times moved a task's worth through
+    oracle, the outputs it compares) on the device where HOME_FORWARDS forwards and HOME_INPUTS times the inputs'
+    `ins` bytes fit in FIT of it: on the host, every call the gate judges or times moved a task's worth through
     pageable memory (0.6-0.9 s a move of 4-8 GiB on an H100) and the fp64 oracle's inputs crossed again each
-    run (2.2 s of a 4 GiB input's 3 s run), so a reduced check of a 12 GiB forward took 127 s."""
+    run (2.2 s of a 4 GiB input's 3 s run), so a reduced check of a 12 GiB forward took 127 s (43 s with them on
+    the device)."""
     if asked not in ("auto", "lean", "full"):
         raise ValueError(f"the memory plan is auto, lean or full, got {asked!r}")
     if asked == "lean":
@@ -133,9 +138,10 @@ def decide(device: str, ref_peak: int | None, capacity: int | None, asked: str =
     if ref_peak > LEAN_ABOVE:
         why = (f"the forward needs {ref_peak / 2**30:.2f} GiB (over {LEAN_ABOVE / 2**30:.0f} GiB: the default plan "
                f"would hold about nine times that)")
-        if ins and BOUND * ref_peak + HOME_INPUTS * ins <= FIT * capacity:
-            return Plan(True, device, ref_peak, capacity, why + f"; the judge keeps its data on the device ({BOUND:g} "
-                        f"forwards and {HOME_INPUTS} inputs' worth fit in {FIT:.0%} of its {capacity / 2**30:.0f} GiB)")
+        if ins and HOME_FORWARDS * ref_peak + HOME_INPUTS * ins <= FIT * capacity:
+            return Plan(True, device, ref_peak, capacity, why + f"; the judge keeps its data on the device "
+                        f"({HOME_FORWARDS:g} forwards and {HOME_INPUTS:g} inputs' worth fit in {FIT:.0%} of its "
+                        f"{capacity / 2**30:.0f} GiB)")
         return Plan(True, "cpu", ref_peak, capacity, why)
     if RESIDENT * ref_peak > FIT * capacity:
         return Plan(True, "cpu", ref_peak, capacity,

@@ -178,6 +178,7 @@ class Search:
         GPU), the emitted check's ratio to admission on this device."""
         self.planner.admission_s = float(getattr(self.task, "admission_s", 0.0) or 0.0)
         self.planner.crossing_s = float(getattr(self.task, "crossing_s", 0.0) or 0.0)
+        self.planner.lean_gpu = bool(getattr(self.task, "lean", False)) and str(self.task.device).startswith("cuda")
         self.planner.emit_over_admission = emit_over_admission(self.task.device)
 
     def _sync_baselines(self) -> None:

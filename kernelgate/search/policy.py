@@ -202,18 +202,32 @@ BASELINES_OVER_ADMISSION = 3.0
 #: the least the check of an emitted module takes whatever the task (a worker started, the module built, its trials:
 #: 3.3 s for a small conv on the 2-core CPU, 11 s for a 1024 x 2048 pointwise chain)
 EMIT_MIN_S = 2.0
-#: the lean memory plan on a GPU (gate/memory.py) moves a task's worth of inputs between host and device for every
-#: call the gate judges or times, so there a check's time follows those moves more than admission's (whose trials
-#: keep their data on the device). Before a run measured them, the emitted baseline's check and the baselines cost
-#: this many moves of the given inputs, each as long as prepare's move of them to the host (Task.crossing_s).
-#: Counted in a lean-plan run on the CPU (a 0.5 GiB argmin, optimize traced): the check sent 10 calls' inputs
-#: (into shared memory, then onto the worker's device: 2 moves each), drew 5 inputs (to the host: 1), ran the
-#: reference 8 times and probed 5 (onto the device: 1) and made 6 layouts on the device (there and back: 2) = 50;
-#: the baselines sent 12 (2 builds, 10 batches of 5 rounds: 2 each) and drew the timing pool (1) = 25. On the H100
-#: an 8 GiB argmin's check took 102 s and its baselines' measurement 42 s for 20 moves: 2.0-2.1 s a move both
-#: (suite_kbdev40_h100_session32.json; prepare's move was not timed there).
-LEAN_EMIT_CROSSINGS = 50.0
+#: The lean memory plan on a GPU (gate/memory.py, forwards over 1 GiB): admission's trials say little of a check's
+#: time there. Before a run measured them, the emitted baseline's check is expected to take LEAN_CHECK_S (a worker
+#: started, the module built through the build phase's calls of a task's worth each), LEAN_TRIALS_OVER_ADMISSION
+#: times admission's trials, and, where the judge keeps its data on the host, LEAN_EMIT_CROSSINGS moves of the given
+#: inputs, each as long as prepare's move of them to the host (Task.crossing_s); the baselines LEAN_BASELINES_S (two
+#: workers started and built), BASELINES_OVER_ADMISSION times admission and LEAN_BASELINE_CROSSINGS moves. Measured
+#: on an H100 (benchmarks/results/h100_lean_home_session35.json), the reduced check of an emitted baseline: a 12 GiB
+#: forward with its data on the device, 43 s (worker 9.5 s, build 15.6 s, trials 16.2 s against admission's 1.3 s);
+#: the same with its data on the host, 127 s (10 s, 21.7 s, 94 s; admission 1.5 s, a move 0.58 s), a 14 GiB forward
+#: 216 s (11.5 s, 27.6 s, 173 s; 2.3 s, 0.90 s); the baselines 51-70 s with their measurement cut to 2 rounds or
+#: not. The model gives 41, 130 and 187 s for the three checks. (The moves were first counted in a lean-plan run on
+#: the CPU, 50 for the check: a GPU run then took three times the figure.)
+LEAN_CHECK_S = 25.0
+LEAN_TRIALS_OVER_ADMISSION = 12.0
+LEAN_EMIT_CROSSINGS = 150.0
+LEAN_BASELINES_S = 35.0
 LEAN_BASELINE_CROSSINGS = 25.0
+
+
+def first_emit_s(ratio: float, admission_s: float, crossing_s: float = 0.0, lean_gpu: bool = False) -> float:
+    """What the gate's check of a module emitted from a baseline is expected to take before a run measured one:
+    `ratio` (emit_over_admission) times task admission's trials, at least EMIT_MIN_S; in the lean memory plan on a
+    GPU (`lean_gpu`) the LEAN_* model above."""
+    if lean_gpu:
+        return LEAN_CHECK_S + LEAN_TRIALS_OVER_ADMISSION * admission_s + LEAN_EMIT_CROSSINGS * crossing_s
+    return max(EMIT_MIN_S, ratio * admission_s)
 #: what optimize may overrun its budget by (the promise: the budget plus 10%)
 OVERRUN = 1.1
 
@@ -244,12 +258,14 @@ def pace(admission_s: float, then_s: Any) -> float:
 
 
 def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu",
-            crossing_s: float = 0.0, verified_s: float | None = None, builds_s: float = 0.0) -> tuple[float, str]:
+            crossing_s: float = 0.0, verified_s: float | None = None, builds_s: float = 0.0,
+            lean: bool = False) -> tuple[float, str]:
     """The least the rest of a run takes whatever its search does, and how that was found: measuring the baselines
     (nothing where the store keeps them: `kept`, the store's record for this workload, device and software) and the
     gate's check of the emitted module, which every run ends with (what it took in an earlier run of the workload at
     this run's pace, else emit_over_admission(device) times task admission's trials, at least EMIT_MIN_S; in the lean
-    memory plan on a GPU, LEAN_*_CROSSINGS moves of the inputs through the host more, `crossing_s` each).
+    memory plan (`lean`) on a GPU, first_emit_s's model, with LEAN_*_CROSSINGS moves of the inputs through the host,
+    `crossing_s` each, where the judge keeps its data there).
     `verified_s`: the store keeps the gate's verdict on the module this run would emit from the baseline
     (gate/baselines.verified_emit), and the check is then emitting and hashing it. `builds_s`: with the baselines
     kept, building those a run times candidates against again (gate/baselines.kept_builds_s)."""
@@ -267,15 +283,22 @@ def least_s(admission_s: float, kept: dict[str, Any] | None, device: str = "cpu"
         return emit_s + builds_s, (f"the check of the emitted module took {then:.0f} s in an earlier run of this "
                                    f"workload{at}" + builds)
     ratio = emit_over_admission(device)
-    moves = LEAN_EMIT_CROSSINGS * crossing_s
-    emit = max(EMIT_MIN_S, ratio * admission_s + moves)
-    base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s + LEAN_BASELINE_CROSSINGS * crossing_s
-    lean = (f", {crossing_s:.2g} s a move of the inputs through the host ({LEAN_EMIT_CROSSINGS:g} and "
-            f"{LEAN_BASELINE_CROSSINGS:g} of them)") if crossing_s > 0 else ""
-    return emit + base + builds_s, (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task "
-                         f"admission's {admission_s:.1f} s" + (lean if not base else "") + ")"
-                         + (f" and the baselines at least {base:.1f} s ({BASELINES_OVER_ADMISSION:g}x{lean})"
-                            if base else "") + builds)
+    lean_gpu = lean and device.startswith("cuda")
+    emit = first_emit_s(ratio, admission_s, crossing_s, lean_gpu)
+    base = 0.0 if kept is not None else BASELINES_OVER_ADMISSION * admission_s + (
+        LEAN_BASELINES_S + LEAN_BASELINE_CROSSINGS * crossing_s if lean_gpu else 0.0)
+    moves = (f", {crossing_s:.2g} s a move of the inputs through the host ({LEAN_EMIT_CROSSINGS:g} and "
+             f"{LEAN_BASELINE_CROSSINGS:g} of them)") if lean_gpu and crossing_s > 0 else ""
+    if lean_gpu:
+        how = (f"the check of the emitted module takes about {emit:.0f} s (in the lean memory plan: a worker and its "
+               f"build {LEAN_CHECK_S:g} s, {LEAN_TRIALS_OVER_ADMISSION:g}x task admission's {admission_s:.1f} s"
+               + (moves if not base else "") + ")" + (f" and the baselines at least {base:.1f} s (two workers "
+               f"{LEAN_BASELINES_S:g} s, {BASELINES_OVER_ADMISSION:g}x admission{moves})" if base else ""))
+    else:
+        how = (f"the check of the emitted module takes about {emit:.0f} s ({ratio:g}x task admission's "
+               f"{admission_s:.1f} s)" + (f" and the baselines at least {base:.1f} s ({BASELINES_OVER_ADMISSION:g}x)"
+                                          if base else ""))
+    return emit + base + builds_s, how + builds
 #: what a baseline still building in the background may yet cost the run, over the seconds it has built so far
 PENDING_OVER_ELAPSED = 2.0
 #: and measuring the baselines once it is built, over task admission's trials, at the least (the 4096-token projection
@@ -311,6 +334,7 @@ class Planner:
         self.compile_build_s = 0.0                  # the compile baseline's build: what a compile candidate's costs
         self.admission_s = 0.0                      # task admission's trials (Task.admission_s)
         self.crossing_s = 0.0                       # the lean plan on a GPU: one move of the inputs (Task.crossing_s)
+        self.lean_gpu = False                       # the task is judged in the lean memory plan on a GPU
         self.emit_over_admission = EMIT_OVER_ADMISSION     # emit_over_admission(the task's device)
         self.emit_over_baseline = EMIT_OVER_BASELINE   # EMIT_OVER_BASELINE_CACHED with a shared compile cache
         #: whether the confirmation judges and times the module emitted from a contender (optimize's: one judgement
@@ -352,7 +376,7 @@ class Planner:
         if self.baseline_emit_s is not None:
             return EMIT_AGAIN * self.baseline_emit_s
         return max(self.emit_over_baseline * self.baseline_check_s,
-                   self.emit_over_admission * self.admission_s + LEAN_EMIT_CROSSINGS * self.crossing_s)
+                   first_emit_s(self.emit_over_admission, self.admission_s, self.crossing_s, self.lean_gpu))
 
     def reserve_s(self, best_now: Evaluation | None) -> float:
         """Time kept for confirming the best candidate (its own evaluation again) and for the gate's check

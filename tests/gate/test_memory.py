@@ -54,11 +54,11 @@ def test_decide_lean_for_a_forward_over_a_gib_or_one_that_would_not_fit():
 
 
 def test_a_lean_plan_keeps_the_judges_data_on_a_device_with_room_for_it():
-    """Three forwards and three inputs' worth within 80% of the device: the judge's data stays there (on the host,
+    """3.5 forwards and 4.5 inputs' worth within 80% of the device: the judge's data stays there (on the host,
     every judged call moved a task's worth through pageable memory); without room, or inputs unknown, the host."""
-    roomy = memory.decide("cuda:0", 12 * GiB, 80 * GiB, ins=4 * GiB)        # 36 + 12 <= 64
+    roomy = memory.decide("cuda:0", 12 * GiB, 80 * GiB, ins=4 * GiB)        # 42 + 18 <= 64
     assert roomy.lean and roomy.home == "cuda:0" and "on the device" in roomy.reason
-    assert memory.decide("cuda:0", 14 * GiB, 80 * GiB, ins=8 * GiB).home == "cpu"     # 42 + 24 > 64
+    assert memory.decide("cuda:0", 14 * GiB, 80 * GiB, ins=7 * GiB).home == "cpu"     # 49 + 31.5 > 64
     assert memory.decide("cuda:0", 16 * GiB, 140 * GiB, ins=4 * GiB).home == "cuda:0"
     assert memory.decide("cuda:0", 12 * GiB, 80 * GiB).home == "cpu"                  # inputs not counted
     assert memory.decide("cuda:0", 12 * GiB, 80 * GiB, "lean", ins=GiB).home == "cpu"  # asked: as before

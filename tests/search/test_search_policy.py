@@ -208,9 +208,12 @@ def test_the_emitted_check_is_expected_to_cost_its_trials_before_it_was_measured
     p.emit_over_admission = emit_over_admission("cuda:0")          # a GPU task: the ratio measured there before
     p.admission_s = 4.7
     assert p.reserve_s(None) == pytest.approx(EMIT_OVER_ADMISSION_GPU * 4.7)
-    from kernelgate.search.policy import LEAN_EMIT_CROSSINGS
-    p.crossing_s = 1.5                             # the lean plan on a GPU: its inputs' moves through the host
-    assert p.reserve_s(None) == pytest.approx(EMIT_OVER_ADMISSION_GPU * 4.7 + LEAN_EMIT_CROSSINGS * 1.5)
+    from kernelgate.search.policy import LEAN_CHECK_S, LEAN_EMIT_CROSSINGS, LEAN_TRIALS_OVER_ADMISSION
+    p.lean_gpu = True                              # the lean plan on a GPU: a worker and its build, its trials
+    assert p.reserve_s(None) == pytest.approx(LEAN_CHECK_S + LEAN_TRIALS_OVER_ADMISSION * 4.7)
+    p.crossing_s = 1.5                             # and its inputs' moves through the host
+    assert p.reserve_s(None) == pytest.approx(LEAN_CHECK_S + LEAN_TRIALS_OVER_ADMISSION * 4.7
+                                              + LEAN_EMIT_CROSSINGS * 1.5)
     p.admission_s, p.baseline_emit_s = 4.7, 9.0
     assert p.reserve_s(None) == pytest.approx(EMIT_AGAIN * 9.0)      # a measured check varies from run to run
 
