@@ -367,6 +367,16 @@ class OptimizeResult:
     #: where the run's time went (search/phases.py): {"seconds": {phase: s}, "per_candidate": {id: {phase: s}},
     #: "total_s", "unaccounted_s", "candidates"}; {} for results made before phases were recorded
     phases: dict[str, Any] = field(default_factory=dict)
+    #: the task's roofline floor on this device (profiling/roofline.Floor.to_json); None where it was not counted
+    floor: dict[str, Any] | None = None
+
+    @property
+    def best_over_floor(self) -> float | None:
+        """The best time (the kept baseline's where no candidate won) over the roofline floor: 1.0 is at the floor."""
+        secs = (self.floor or {}).get("seconds")
+        if not isinstance(secs, (int, float)) or secs <= 0 or self.best_ms <= 0:
+            return None
+        return self.best_ms / (1e3 * secs)
 
     @property
     def speedup(self) -> float:
@@ -394,5 +404,5 @@ class OptimizeResult:
             "evaluations": [e.to_json() for e in self.evaluations],
             "conditions": self.conditions, "contract": list(self.contract), "notes": list(self.notes),
             "seconds": self.seconds, "proposers": list(self.proposers), "hints": list(self.hints), "llm": self.llm,
-            "phases": self.phases,
+            "phases": self.phases, "floor": self.floor, "best_over_floor": self.best_over_floor,
         }

@@ -73,8 +73,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     if task.memory is not None:
         cond["memory"] = task.memory.to_json()
     if task.floor is not None:
-        cond["floor"] = {"seconds": task.floor.floor_s, "bound": task.floor.bound, "machine": task.floor.machine,
-                         "derivation": task.floor.derivation}
+        cond["floor"] = task.floor.to_json()
     status, message = Status.ACCEPTED, ""
     if labels and not any(verdicts.get(k) is not None and verdicts[k].accepted and k not in rejected for k in labels):
         status, message = Status.REJECTED, "no candidate was accepted"

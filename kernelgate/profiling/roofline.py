@@ -81,6 +81,11 @@ class Floor:
         """The part no correct implementation can beat: the memory term (FLOPs can be removed by rewrites)."""
         return self.memory_s
 
+    def to_json(self) -> dict[str, Any]:
+        """Its figures in the form results carry (`bench`'s conditions, `optimize`'s result.json)."""
+        return {"seconds": self.floor_s, "memory_s": self.memory_s, "compute_s": self.compute_s, "bound": self.bound,
+                "machine": self.machine, "precision": self.precision, "derivation": self.derivation}
+
 
 # ------------------------------------------------------------------ counting
 

@@ -342,4 +342,5 @@ def finalize(search: Search) -> OptimizeResult:
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best_ev, final=final, best_ms=best_ms,
         evaluations=history, conditions=conditions(t.device),
         contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
-        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations), phases=search.phases.to_json())
+        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations), phases=search.phases.to_json(),
+        floor=t.floor.to_json() if getattr(t, "floor", None) is not None else None)

@@ -24,7 +24,8 @@ FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
 OK, FAILED, DEGENERATE, PENDING = "ok", "failed", "degenerate", "pending"
 CSV_FIELDS = ("id", "level", "name", "outcome", "counted_speedup", "speedup", "claimed", "flagged", "ci_low",
               "ci_high", "best_strategy", "baseline_kind", "baseline_ms", "best_ms", "candidates", "accepted",
-              "seconds", "budget_s", "setup_s", "setup_share", "attempts", "device", "reason", "message")
+              "seconds", "budget_s", "setup_s", "setup_share", "floor_ms", "floor_bound", "best_over_floor", "attempts",
+              "device", "reason", "message")
 
 
 def reviewed(row: dict[str, Any]) -> bool:
@@ -109,8 +110,22 @@ def summarize(rows: list[dict[str, Any]], suite: dict[str, Any], reviews: Any = 
             "median_share": statistics.median(shares) if shares else None,
             "no_candidate": [r["id"] for r in rows if r.get("outcome") == OK and r.get("first_result_s") is None],
         },
+        "best_over_floor": over_floor(rows),
         "rows": rows,
     }
+
+
+def over_floor(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the finished problems' best times (the kept baseline's where no candidate won) stand above their
+    roofline floors on the device: the median of best / floor, and how many had a floor."""
+    ratios = [float(r["best_over_floor"]) for r in rows if r.get("outcome") == OK
+              and isinstance(r.get("best_over_floor"), (int, float)) and math.isfinite(r["best_over_floor"])]
+    return {"meaning": "each finished problem's best time (the kept baseline's where no candidate won) over the "
+                       "roofline floor of its forward on the device (profiling/roofline.py: the larger of the compute "
+                       "and memory terms at the contract's precision); 1.0 is at the floor",
+            "problems": len(ratios), "median": statistics.median(ratios) if ratios else None,
+            "no_floor": [r["id"] for r in rows if r.get("outcome") == OK and not isinstance(
+                r.get("best_over_floor"), (int, float))]}
 
 
 def _review_text(r: dict[str, Any]) -> str:
@@ -196,6 +211,8 @@ def to_html(doc: dict[str, Any]) -> str:
         f"with flagged results at their measured figure {_fmt(doc['geomean_speedup_with_flagged'])}x). {fp}.</p>",
         f"<p>share of the budget before the first candidate: mean {_fmt(bud['mean_share'], '.0%')}, median "
         f"{_fmt(bud['median_share'], '.0%')} over {bud['problems']} problems ({html.escape(bud['meaning'])}).</p>",
+        f"<p>best time over the roofline floor: median {_fmt((doc.get('best_over_floor') or {}).get('median'), '.3g')}x "
+        f"over {(doc.get('best_over_floor') or {}).get('problems', 0)} problems (1.0 is at the floor).</p>",
         chart_svg(rows),
     ]
     for title, items in (("Failures", doc["failures"]), ("Flagged (above 3x, for review)", doc["flagged"]),
@@ -205,7 +222,7 @@ def to_html(doc: dict[str, Any]) -> str:
                 f"<li>{html.escape(i['id'])}: " + html.escape(", ".join(f"{k} {v}" for k, v in i.items()
                                                                         if k != "id" and v is not None)) + "</li>"
                 for i in items) + "</ul>")
-    head = ("problem", "outcome", "speedup", "95% CI", "strategy", "baseline", "candidates", "seconds",
+    head = ("problem", "outcome", "speedup", "95% CI", "strategy", "baseline", "over floor", "candidates", "seconds",
             "setup share", "attempts", "reason")
     parts.append("<h2>Problems</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>")
     for r in rows:
@@ -215,7 +232,8 @@ def to_html(doc: dict[str, Any]) -> str:
             name = f"<a href='{html.escape(r['report'])}'>{name}</a>"
         cells = (name, html.escape(_kind(r)), _fmt(r.get("speedup")),
                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci[0] is not None else "-", _fmt(r.get("best_strategy")),
-                 f"{_fmt(r.get('baseline_kind'))} {_fmt(r.get('baseline_ms'), '.4g')} ms", _fmt(r.get("candidates"), "d"),
+                 f"{_fmt(r.get('baseline_kind'))} {_fmt(r.get('baseline_ms'), '.4g')} ms",
+                 _fmt(r.get("best_over_floor"), ".3g"), _fmt(r.get("candidates"), "d"),
                  _fmt(r.get("seconds"), ".0f"), _fmt(r.get("setup_share"), ".0%"), str(len(r.get("attempts") or ())),
                  html.escape(" ".join(x for x in (r.get("reason") or "", (r.get("message") or "")[:160]) if x)))
         parts.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

@@ -63,6 +63,15 @@ def test_budget_share_before_the_first_candidate():
     assert b["no_candidate"] == ["c"]
 
 
+def test_the_median_of_best_time_over_the_roofline_floor():
+    rows = [row("a", speedup=2.0, best_over_floor=1.5), row("b", claimed=False, best_over_floor=3.0),
+            row("c", claimed=False, best_over_floor=12.0), row("d", claimed=False, best_over_floor=None),
+            row("e", outcome="failed", speedup=None, best_over_floor=2.0)]      # a failure: no best time of its own
+    f = summarize(rows, {})["best_over_floor"]
+    assert f["problems"] == 3 and f["median"] == 3.0 and f["no_floor"] == ["d"] and "floor" in f["meaning"]
+    assert summarize([row("x", claimed=False)], {})["best_over_floor"]["median"] is None
+
+
 def test_files(tmp_path):
     doc = summarize(ROWS, {"dir": "problems", "target": "cpu", "budget_per_s": 8.0})
     aggregate.write(tmp_path, doc)
@@ -75,4 +84,6 @@ def test_files(tmp_path):
     assert page.count("<rect") == 8 and "<svg" in page and "http://www.w3.org/2000/svg" in page
     assert "src=" not in page and "<link" not in page and "<script" not in page      # no external assets
     assert "Failures" in page and "Degenerate tasks" in page and "Flagged" in page
+    assert "best time over the roofline floor" in page and "over floor" in page
+    assert "best_over_floor" in rows[0]
     assert not list(tmp_path.glob(".*.tmp"))

@@ -77,6 +77,8 @@ def test_kill_9_then_resume_redoes_nothing_that_finished(problems, tmp_path):
     assert "RuntimeWarning" not in tlog
     tanh = json.loads((out / "level2" / "2_tanh" / "status.json").read_text())
     assert tanh["outcome"] == "ok" and tanh["budget_s"] == 8.0 and tanh["setup_share"] is not None
+    # the best time over the roofline floor of the forward on this machine (optimize's result.json carries the floor)
+    assert tanh["floor_ms"] > 0 and tanh["best_over_floor"] == pytest.approx(tanh["best_ms"] / tanh["floor_ms"])
     for name in ("result.json", "optimized.py", "report.html", "report.md"):
         assert (out / "level2" / "2_tanh" / name).exists()
     zeros = json.loads((out / "level2" / "3_zeros" / "status.json").read_text())
@@ -85,5 +87,6 @@ def test_kill_9_then_resume_redoes_nothing_that_finished(problems, tmp_path):
     assert doc["finished"] == 3 and doc["counted"] == 2 and not doc["failures"] and not doc["pending"]
     assert [d["id"] for d in doc["degenerate"]] == ["level2/3_zeros"]
     assert doc["geomean_speedup"] >= 1.0 and doc["fast_p"]["0"] == 1.0
+    assert doc["best_over_floor"]["problems"] == 2 and doc["best_over_floor"]["median"] > 0
     assert (out / "summary.csv").read_text().count("\n") == 4 and "<svg" in (out / "index.html").read_text()
     assert "geometric-mean speedup over the faster baseline" in r.stdout
