@@ -11,6 +11,9 @@
 #   bash benchmarks/gpu_batch.sh gputests    # 1 GPU, ~5 min: the GPU tests alone
 #   DEV=dir SKIP=0 N=5 bash benchmarks/gpu_batch.sh memory   # 1 GPU: the gate's peak memory on the N problems
 #                                            # of DEV with the largest inputs after the SKIP largest (~100 s each)
+#   DEV=dir ONLY=name-globs bash benchmarks/gpu_batch.sh plans  # 1 GPU: one emitted baseline's check per problem in the
+#                                            # lean plan, then in the full one (time, peak: the 1 GiB rule), then the
+#                                            # memory plan's GPU tests (~4 min for one 1-4 GiB problem)
 #   bash benchmarks/gpu_batch.sh window      # 1 GPU, ~1 min: where a short forward's timed window goes
 #   KB=dir SOUT=dir ONLY=ids bash benchmarks/gpu_batch.sh sample   # 1 GPU: `kernelgate suite KB --only ONLY
 #                                            # --resume --out SOUT`, a sample's next few problems (carry SOUT
@@ -87,6 +90,16 @@ case "${1:-}" in
     lean) timeout 370 python benchmarks/diag_lean.py "${DEV:?set DEV}" --file benchmarks/suite/attention.py \
               --only "48_Mean*" --only "19_ReLU*" --timeout 150 --out "$OUT/lean.json" > "$OUT/lean.txt" 2>&1
           timeout 170 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
+    plans) # the same reduced check of an emitted baseline in the lean plan and in the full one, for each problem of
+           # ONLY (file-name globs, comma-separated: "2_ConvTranspose2d*"): time and peak, for the 1 GiB rule (gate/memory.py LEAN_ABOVE); then the
+           # memory plan's GPU tests
+           IFS=, read -r -a globs <<< "${ONLY:?set ONLY}"
+           only=(); for g in "${globs[@]}"; do only+=(--only "$g"); done
+           for plan in lean full; do
+               timeout 230 python benchmarks/diag_lean.py "${DEV:?set DEV}" "${only[@]}" --memory "$plan" --emitted compile \
+                   --timeout 220 --out "$OUT/plan_$plan.json" > "$OUT/plan_$plan.txt" 2>&1
+           done
+           timeout 200 python -m pytest -q -m gpu tests/gate/test_memory.py -p no:cacheprovider > "$OUT/pytest_memory.txt" 2>&1 ;;
     window) python benchmarks/diag_timed_window.py --out "$OUT/window.json" > "$OUT/window.txt" 2>&1 ;;
     pallas) timeout 120 python -m pytest -q -m gpu tests/kernels/test_pallas.py -p no:cacheprovider \
                 > "$OUT/pytest_pallas.txt" 2>&1
@@ -103,6 +116,6 @@ case "${1:-}" in
                 --out "${SOUT:?set SOUT}" --resume ${RETRY:+--retry-failed} --only "${ONLY:?set ONLY}" --timeout-per "${TPER:-150}" --json \
                 > "$OUT/summary.json" 2> "$OUT/suite.txt"
             tar czf "$OUT/suite.tgz" --exclude='*/candidates' "$SOUT" ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|window|pallas|jaxthreads|prebuild|sample" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
