@@ -8,8 +8,9 @@ runs out of memory. The lean plan keeps the gate's peak within `BOUND` times the
 peak (its inputs, outputs, activations and parameters), all processes together:
 
 - the judge keeps inputs and its probes' results on the host (outputs come back through shared memory,
-  as always); task admission and each judged trial keep the fp64 oracle's outputs on the device, a judged
-  trial's only after the worker has given its memory back (gate/session.py `judging`); it rebuilds a timed
+  as always), or on the device where it has room for them beside the forwards (`decide`, HOME_*); task
+  admission and each judged trial keep the fp64 oracle's outputs on the device, a judged trial's only after
+  the worker has given its memory back (gate/session.py `judging`); it rebuilds a timed
   iteration's inputs bit for bit (same device type, same operations) while every worker is released;
 - timed batches draw from one pool entry into one input buffer, only as many steps as the kept outputs fit
   (`kept_outputs`), and after each batch (its re-check and the harness's own
@@ -44,8 +45,8 @@ LEAN_ABOVE = 1 << 30        # a forward needing more than this (bytes) is judged
 #: the lean plan keeps the judge's data on the device where HOME_FORWARDS forwards and HOME_INPUTS inputs' worth fit
 #: in FIT of it. Measured on an H100 (benchmarks/results/h100_lean_home_session35.json, a 12 GiB forward with 4 GiB
 #: of inputs, the check of a module emitted from a baseline): the gate's peak was 3.44 forwards with the data on the
-#: host, 4.85 (58 GiB) with it on the device, 4.25 inputs' worth more (the given inputs, a trial's, the timing pool's
-#: entry, an fp64 copy's half)
+#: host, 4.85 (58 GiB) with it on the device: 4.25 inputs' worth more (the given inputs, a trial's and the timing
+#: pool's entry among them; the rest was not broken down)
 HOME_FORWARDS = 3.5
 HOME_INPUTS = 4.5
 

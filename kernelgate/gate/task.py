@@ -172,7 +172,8 @@ def prepare(spec: workload.Spec, target: str, contract: Contract, memory: str = 
     t_cross = time.monotonic()
     given = _placed(flat, device, device_home)
     crossing_s = time.monotonic() - t_cross if device_home != device else 0.0
-    del raw, flat                              # the device's copies (lean: `given` is on the host)
+    del raw, flat                              # the device's copies (`given` is at home: the host in a lean plan
+                                               # without room on the device)
     own = own_precision(Path(spec.path).read_text(), device)         # a kernel implementation on the GPU
     oracle = Oracle(ref, device_home, contract, compute=device, shape=shape, own=own,   # on the device, kept at home
                     lean=mplan.lean)

@@ -228,6 +228,8 @@ def first_emit_s(ratio: float, admission_s: float, crossing_s: float = 0.0, lean
     if lean_gpu:
         return LEAN_CHECK_S + LEAN_TRIALS_OVER_ADMISSION * admission_s + LEAN_EMIT_CROSSINGS * crossing_s
     return max(EMIT_MIN_S, ratio * admission_s)
+
+
 #: what optimize may overrun its budget by (the promise: the budget plus 10%)
 OVERRUN = 1.1
 

@@ -101,6 +101,8 @@ def _result_fields(doc: dict[str, Any], budget_s: float, outcome: dict[str, Any]
     speedup = doc.get("speedup")
     claimed = bool(doc.get("speedup_claimed"))
     setup = outcome.get("setup_s")
+    floor = doc.get("floor") or {}
+    floor_s = floor.get("seconds")
     return {
         "speedup": speedup, "claimed": claimed,
         "flagged": bool(claimed and isinstance(speedup, (int, float)) and speedup > FLAG_ABOVE),
@@ -110,8 +112,8 @@ def _result_fields(doc: dict[str, Any], budget_s: float, outcome: dict[str, Any]
         "seconds": outcome.get("seconds", doc.get("seconds")),
         "setup_s": setup, "first_result_s": outcome.get("first_result_s"),
         "setup_share": round(setup / budget_s, 4) if isinstance(setup, (int, float)) else None,
-        "floor_ms": 1e3 * floor_s if isinstance(floor_s := (doc.get("floor") or {}).get("seconds"), (int, float)) else None,
-        "floor_bound": (doc.get("floor") or {}).get("bound"), "best_over_floor": doc.get("best_over_floor"),
+        "floor_ms": 1e3 * floor_s if isinstance(floor_s, (int, float)) else None,
+        "floor_bound": floor.get("bound"), "best_over_floor": doc.get("best_over_floor"),
     }
 
 
