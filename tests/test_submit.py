@@ -66,7 +66,11 @@ def test_an_honest_candidate_is_accepted_timed_and_recorded_as_human(optimized, 
     assert rc == 0 and doc["status"] == "accepted" and doc["run_id"] == run_id, doc
     assert doc["candidate"]["proposer"] == "human" and doc["candidate"]["strategy"] == "human:addmm"
     assert doc["timing"]["median_ms"] > 0 and doc["baseline"]["label"] in ("eager", "compile")
-    assert doc["speedup"]["ratio"] == pytest.approx(doc["baseline"]["median_ms"] / doc["timing"]["median_ms"])
+    # the ratio of medians; a candidate whose call the judge's clock cannot resolve (a loaded machine) is compared
+    # with its harness included (Speedup.bounded), each sample shifted by the harness's cost
+    t = doc["timing"]
+    cand_ms = t["median_ms"] + (t["harness_ms"] if doc["speedup"]["bounded"] else 0.0)
+    assert doc["speedup"]["ratio"] == pytest.approx(doc["baseline"]["median_ms"] / cand_ms)
     # one more evaluation of the run, the human one, with the source that was judged
     evs = Store(store).evaluations(run_id)
     assert len(evs) == len(before) + 1
