@@ -5,6 +5,7 @@ wrong path there (red team 40: each of these was accepted, right on every drawn 
 its own (gate/trials.py, `plan`), kept where the reference gives finite outputs on it (prober.ok)."""
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -19,7 +20,10 @@ from ..records import Contract
 #: 49x the bound the reference's exact mean set
 #: the structures real callers' inputs have that element-wise draws never do (red teams 43, 44: `_structured`)
 STRUCTURED = ("sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
-              "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids")
+              "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids",
+              "common offset", "row offsets")
+#: "common offset" and "row offsets": x + c, |c| 2^7 to 2^10 times x's RMS (the power secret)
+OFFSET_LOG2 = (7, 10)
 FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries") + STRUCTURED
 LEAN_FAMILIES = 2
 
@@ -115,8 +119,12 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     255 (pixel values, counts); "one-hot rows", each row along the last dim one 1 at a secret place; "constant
     feature", the first and last entries of the last dim 1 everywhere (features with a column of ones); "constant
     rows", every other row along the last dim one value of its own, a power of two (a broadcast scalar); "skewed
-    ids", integer ids over their range by Zipf's law (a frequency-sorted vocabulary). None where the input's domain
-    does not hold it (red teams 43, 44)."""
+    ids", integer ids over their range by Zipf's law (a frequency-sorted vocabulary); "common offset", x plus one
+    value 2^7 to 2^10 times its RMS, of a secret sign (raw features far from zero: temperatures, positions); "row
+    offsets", the same offset added and subtracted row by row along the last dim (logits with a large shared term,
+    far above 0 in one row and far below in the next). Red team 32: a one-pass variance E[x^2] - E[x]^2 and a
+    softmax shifted by max(0, rowmax) pass every centred draw. None where the input's domain does not hold it (red
+    teams 43, 44)."""
     g = torch.Generator().manual_seed(r.randrange(1 << 62))
     lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
     if not x.is_floating_point():
@@ -168,6 +176,18 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
         y = torch.where(keep[:, None].to(x.device), rows, c[:, None].to(x.device)).reshape(x.shape)
     elif kind == "skewed ids":
         return None
+    elif kind in ("common offset", "row offsets"):
+        rms = float(x.double().pow(2).mean().sqrt())
+        c = (rms if rms > 0 and math.isfinite(rms) else 1.0) * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+        if kind == "common offset":
+            y = (x.double() + c).to(x.dtype)
+        else:
+            if x.dim() == 0 or x.numel() < 2 * x.shape[-1]:
+                return None
+            rows = x.reshape(-1, x.shape[-1]).double()
+            signs = torch.ones(rows.shape[0], 1, dtype=torch.float64, device=x.device)
+            signs[1::2] = -1.0
+            y = (rows + c * signs).to(x.dtype).reshape(x.shape)
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None

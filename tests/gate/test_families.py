@@ -185,3 +185,28 @@ def test_a_mask_never_covers_a_whole_row():
     for k in range(8):
         m = families.make("masked", [torch.randn(64, 16)], Contract(), random.Random(k))[0]
         assert bool(torch.isfinite(m).any(1).all())
+
+
+def test_offset_families_move_every_value_by_one_large_shared_term():
+    """Red team 32's open pair (a one-pass variance, a softmax shifted by max(0, rowmax)) was right on every draw
+    centred near 0: "common offset" adds one value of 2^7-2^10 RMS and a secret sign to the whole tensor, "row
+    offsets" adds it and subtracts it row by row along the last dim (a row far below 0 always among them)."""
+    x = torch.randn(16, 64, dtype=torch.float64)
+    rms = float(x.pow(2).mean().sqrt())
+    signs = set()
+    for k in range(16):
+        c = families.make("common offset", [x], Contract(), random.Random(k))[0] - x
+        assert torch.allclose(c, c[0, 0].expand_as(c), rtol=0, atol=1e-9), k
+        ratio = abs(float(c[0, 0])) / rms
+        assert any(abs(ratio - 2 ** p) < 1e-6 for p in range(families.OFFSET_LOG2[0], families.OFFSET_LOG2[1] + 1))
+        signs.add(float(c[0, 0]) > 0)
+        ro = families.make("row offsets", [x], Contract(), random.Random(k))[0] - x
+        assert torch.allclose(ro[0::2], ro[0, 0].expand(8, 64), atol=1e-9) and torch.allclose(ro[1::2], -ro[0::2])
+    assert signs == {True, False}
+    v = torch.randn(64)                                    # one row: nothing to alternate
+    assert families.make("row offsets", [v], Contract(), random.Random(0)) is None
+    assert families.make("common offset", [v], Contract(), random.Random(0)) is not None
+    ids = torch.randint(0, 9, (4, 8))                      # integers: not these families
+    assert families.make("common offset", [ids], Contract(), random.Random(0)) is None
+    inside = Contract(domain=((0, Domain(0.0, 1.0)),))     # a bounded domain does not hold them
+    assert families.make("common offset", [x.abs().clamp_max(1)], inside, random.Random(0)) is None
