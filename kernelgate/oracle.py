@@ -235,6 +235,55 @@ def own_precision(source: str, device: str) -> bool:
     return device.startswith("cuda") and bool(kernel_languages(source))
 
 
+ROUNDING = "inputs' rounding (fp64 on inputs one ulp away)"      # a permitted run's name (Oracle.run, `rounding`)
+
+
+def one_ulp_fp64(x: Any, device: str, seed: int = 0) -> Any:
+    """`to_fp64(x, device)` with every element of a float tensor first moved one unit in the last place of its own
+    dtype, up or down by a fixed draw (the judge's, a chunk at a time: no full-size copy beside the fp64 one)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype == torch.float64 or x.numel() == 0:
+        return to_fp64(x, device)
+    out = torch.empty(x.shape, dtype=torch.float64, device=device)
+    src, dst = x.reshape(-1), out.view(-1)
+    g = torch.Generator().manual_seed(0x5EED + seed)
+    for a in range(0, src.numel(), TO64_CHUNK):
+        part = src[a:a + TO64_CHUNK].to(device)
+        up = (torch.rand(part.shape, generator=g) < 0.5).to(device)
+        step = _step(part, up)
+        # the largest finite value moves down, never to infinity; infinities and NaN stay
+        finite = torch.isfinite(part)
+        step = torch.where(finite & ~torch.isfinite(step), _step(part, ~up), torch.where(finite, step, part))
+        dst[a:a + TO64_CHUNK].copy_(step)
+        del part, up, step
+    return out
+
+
+def _step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    if part.dtype in (torch.float16, torch.bfloat16):
+        return _narrow_step(part, up)
+    return torch.where(up, torch.nextafter(part, torch.full_like(part, float("inf"))),
+                       torch.nextafter(part, torch.full_like(part, float("-inf"))))
+
+
+def _narrow_step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 elements one unit in the last place away (their bit patterns stepped: nextafter has no kernel for
+    them everywhere); infinities and NaN stay."""
+    bits = part.view(torch.int16).to(torch.int32)
+    toward = torch.where(up, torch.ones_like(bits), -torch.ones_like(bits))
+    mag = bits & 0x7FFF
+    neg = bits < 0
+    # a negative number's magnitude grows when it moves down; zero moves to the smallest subnormal of the sign
+    grow = torch.where(neg, -toward, toward)
+    new_mag = mag + grow
+    sign = torch.where(new_mag < 0, ~neg, neg)
+    new_mag = new_mag.abs()
+    limit = 0x7C00 if part.dtype == torch.float16 else 0x7F80
+    out = torch.where(sign, new_mag | 0x8000, new_mag)
+    out = torch.where(mag >= limit, bits, out)
+    out = torch.where(out >= 0x8000, out - 0x10000, out).to(torch.int16)
+    return out.view(part.dtype)
+
+
 class Pending:
     """The oracle's runs on one call's inputs in a thread of the judge (`Oracle.run_async`): `result()` joins and
     hands back the runs or raises what they raised; `wait()` joins and keeps any error (a failure elsewhere is
@@ -412,18 +461,26 @@ class Oracle:
         self.give_back()
         return out
 
-    def run_async(self, xs: list[Any]) -> Pending:
+    def run_async(self, xs: list[Any], rounding: bool = False) -> Pending:
         """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay
         unchanged and the oracle otherwise unused until its `result()`."""
-        return Pending(self.run, xs, torch.cuda.current_device() if self.device.startswith("cuda") else None)
+        return Pending(lambda xs: self.run(xs, rounding), xs,
+                       torch.cuda.current_device() if self.device.startswith("cuda") else None)
 
-    def run(self, xs: list[Any]) -> Runs:
+    def run(self, xs: list[Any], rounding: bool = False) -> Runs:
         """The fp64 oracle's run, then the task-dtype run and the permitted ones, on the compute device. The fp64
         run comes first and alone: its inputs are made a chunk at a time where `xs` are not on the device (no
         task-dtype copy beside them) and dropped before the task-dtype inputs are placed, so the device holds at
         most the fp64 inputs and activations beside `xs` (about twice the forward's own peak, 2.5x with `xs` on
-        the device), not those plus the task-dtype run's."""
+        the device), not those plus the task-dtype run's.
+
+        `rounding` (inputs far from zero: gate/families.py ROUNDING): the fp64 oracle once more on the float inputs
+        each moved one unit in the last place of their dtype, up or down at random, is a permitted run ("inputs'
+        rounding"): how far the exact outputs move when the inputs are rounded, which an honest kernel that scales
+        its inputs before it cancels them (logits times log2(e) before their max is subtracted) errs by, while the
+        reference, cancelling first, errs far less."""
         oracle = None
+        moved = None
         if not self.own:
             if self.placed(xs):
                 dev64 = upcast(xs)
@@ -432,9 +489,16 @@ class Oracle:
             oracle = self._call(self.model64, dev64)
             del dev64
             self.give_back()
+            if rounding:
+                dev64 = [one_ulp_fp64(x, self.device, k) for k, x in enumerate(xs)]
+                moved = self._call(self.model64, dev64)
+                del dev64
+                self.give_back()
         dev = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in xs]
         task = self._call(self.model, dev)
         permitted: dict[str, list[torch.Tensor]] = {"task dtype": task}
+        if moved is not None:
+            permitted[ROUNDING] = moved
         if self._tf32_conv():
             with _RoundOperands(CONV_OPS):
                 permitted["tf32 conv (cudnn.allow_tf32)"] = self._call(self.model, dev)

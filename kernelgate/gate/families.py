@@ -21,9 +21,15 @@ from ..records import Contract
 #: the structures real callers' inputs have that element-wise draws never do (red teams 43, 44: `_structured`)
 STRUCTURED = ("sparse, bf16-exact", "scaled up", "scaled down", "probability rows", "unit rows", "smooth", "padded",
               "masked", "integer-valued", "one-hot rows", "constant feature", "constant rows", "skewed ids",
-              "common offset", "row offsets")
-#: "common offset" and "row offsets": x + c, |c| 2^7 to 2^10 times x's RMS (the power secret)
-OFFSET_LOG2 = (7, 10)
+              "common offset", "channel offsets", "row offsets")
+#: the offsets' sizes, in powers of two of the input's RMS: "common offset" and "channel offsets" (where a one-pass
+#: variance cancels), "row offsets" (every row one of its own, up to far past any threshold a kernel might key on)
+OFFSET_LOG2, ROW_OFFSET_LOG2 = (7, 10), (7, 16)
+#: families whose inputs lie far from zero relative to their spread: the inputs' own rounding moves the exact
+#: outputs more than the reference's error does there (an honest kernel scaling logits before it subtracts their
+#: max errs as much), so a trial of these also permits the oracle's run on inputs one unit in the last place away
+#: (oracle.Oracle.run, `rounding`)
+ROUNDING = ("scaled up", "common offset", "channel offsets", "row offsets")
 FAMILIES = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries") + STRUCTURED
 LEAN_FAMILIES = 2
 
@@ -120,11 +126,13 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     feature", the first and last entries of the last dim 1 everywhere (features with a column of ones); "constant
     rows", every other row along the last dim one value of its own, a power of two (a broadcast scalar); "skewed
     ids", integer ids over their range by Zipf's law (a frequency-sorted vocabulary); "common offset", x plus one
-    value 2^7 to 2^10 times its RMS, of a secret sign (raw features far from zero: temperatures, positions); "row
-    offsets", the same offset added and subtracted row by row along the last dim (logits with a large shared term,
-    far above 0 in one row and far below in the next). Red team 32: a one-pass variance E[x^2] - E[x]^2 and a
-    softmax shifted by max(0, rowmax) pass every centred draw. None where the input's domain does not hold it (red
-    teams 43, 44)."""
+    value 2^7 to 2^10 times its RMS, of a secret sign (raw features far from zero: temperatures, positions);
+    "channel offsets", every entry of dim 1 (channels, features) its own such offset of its own sign (features of
+    different means: a single shift removes none of them); "row offsets", every row along the last dim its own
+    offset of 2^7 to 2^16 times the RMS, added and subtracted in turn (logits with a large shared term, far above 0
+    in one row and far below in the next: a softmax whose shift is floored at a fixed value). Red team 32 and its
+    follow-up: a one-pass variance E[x^2] - E[x]^2 (after a global shift, too) and softmax shifts floored at 0 or
+    below pass every centred draw. None where the input's domain does not hold it (red teams 43, 44)."""
     g = torch.Generator().manual_seed(r.randrange(1 << 62))
     lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
     if not x.is_floating_point():
@@ -176,18 +184,28 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
         y = torch.where(keep[:, None].to(x.device), rows, c[:, None].to(x.device)).reshape(x.shape)
     elif kind == "skewed ids":
         return None
-    elif kind in ("common offset", "row offsets"):
+    elif kind in ("common offset", "channel offsets", "row offsets"):
         rms = float(x.double().pow(2).mean().sqrt())
-        c = (rms if rms > 0 and math.isfinite(rms) else 1.0) * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+        unit = rms if rms > 0 and math.isfinite(rms) else 1.0
         if kind == "common offset":
-            y = (x.double() + c).to(x.dtype)
-        else:
+            y = x.double() + unit * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+        elif kind == "channel offsets":          # dim 1: its own offset per entry, 1-2x one secret power, any sign
+            if x.dim() < 2 or x.shape[1] < 2:
+                return None
+            n = x.shape[1]
+            c = unit * float(2 ** r.randint(*OFFSET_LOG2)) * (1 + torch.rand(n, generator=g, dtype=torch.float64))
+            c = c * (torch.randint(2, (n,), generator=g) * 2 - 1).to(torch.float64)
+            y = x.double() + c.to(x.device).reshape(1, n, *([1] * (x.dim() - 2)))
+        else:                                    # every row its own power, the signs alternating
             if x.dim() == 0 or x.numel() < 2 * x.shape[-1]:
                 return None
             rows = x.reshape(-1, x.shape[-1]).double()
-            signs = torch.ones(rows.shape[0], 1, dtype=torch.float64, device=x.device)
-            signs[1::2] = -1.0
-            y = (rows + c * signs).to(x.dtype).reshape(x.shape)
+            m = rows.shape[0]
+            lo, hi = ROW_OFFSET_LOG2
+            c = unit * torch.exp2(torch.randint(lo, hi + 1, (m,), generator=g).to(torch.float64))
+            c[1::2] = -c[1::2]
+            y = (rows + (c if r.random() < 0.5 else -c).to(x.device)[:, None]).reshape(x.shape)
+        y = y.to(x.dtype)
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None

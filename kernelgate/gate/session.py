@@ -378,7 +378,7 @@ class Session:
                 _pause()
             # the reference's runs in a thread of the judge while the candidate's call is out (not in the lean plan:
             # the candidate first, then the reference, never both holding a task's worth at once)
-            pending = None if t.lean else t.oracle.run_async(trial.inputs)
+            pending = None if t.lean else t.oracle.run_async(trial.inputs, trial.rounding)
             try:
                 reply = self.call(trial.inputs)
             except BaseException:
@@ -386,7 +386,7 @@ class Session:
                     pending.wait()              # nothing runs the oracle beside the next session
                 raise
             with self.judging():
-                runs = pending.result() if pending is not None else t.oracle.run(trial.inputs)
+                runs = pending.result() if pending is not None else t.oracle.run(trial.inputs, trial.rounding)
                 detail = self.check_outputs(trial.name, trial.inputs, runs, reply)
                 # (a trial with NaN inputs is never bit-equal to itself: a memo keyed on equality misses it)
                 if 0 <= again <= k and all(

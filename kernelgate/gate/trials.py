@@ -54,6 +54,7 @@ class Trial:
     name: str
     inputs: list[Any]
     state: dict[str, torch.Tensor] | None       # None: keep the current parameters
+    rounding: bool = False                      # inputs far from zero: their own rounding is permitted error too
 
 
 def make_trials(task: Any, seed: int, n: int) -> list[Trial]:
@@ -69,8 +70,8 @@ def iter_trials(task: Any, seed: int, n: int, layouts: tuple[int, ...] = LAYOUTS
     take gigabytes is held only while it is judged); each carries the parameters it needs, except edits,
     which are built with their anchor and follow it."""
     g = torch.Generator().manual_seed(seed)
-    for name, xs, state in plan(task, g, n, layouts, short):
-        yield Trial(name, xs, state)
+    for item in plan(task, g, n, layouts, short):
+        yield Trial(*item)
     for v in task.contract.vary:
         for size in v.sizes:
             xs = workload.resize(task.inputs(int(torch.randint(1 << 30, (1,), generator=g))),
@@ -93,8 +94,9 @@ def main_count(task: Any, n: int) -> int:
 
 
 def plan(task: Any, g: torch.Generator, n: int, layouts: tuple[int, ...] = LAYOUTS,
-         short: bool | None = None) -> Iterator[tuple[str, list[Any], dict[str, torch.Tensor] | None]]:
-    """(name, inputs, parameters or None to keep the previous trial's) for each trial, from `g`, built lazily:
+         short: bool | None = None) -> Iterator[tuple]:
+    """(name, inputs, parameters or None to keep the previous trial's[, rounding: Trial's]) for each trial, from
+    `g`, built lazily:
     the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
     parameters into the oracle between trials (the prober then loads its own again). `layouts`: the layout kinds
     tried (the session's: all of them, or in the lean memory plan two, a secret: session.py). `short`: the
@@ -452,7 +454,7 @@ def _family_trial(task, pr: Prober, g: torch.Generator, r: random.Random, kind: 
     state = perturb(task.oracle.state0, g)
     if not pr.ok(xs, state, (clean, state)):
         return None
-    return f"trial ({FAMILY}: {kind}, perturbed params)", xs, state
+    return f"trial ({FAMILY}: {kind}, perturbed params)", xs, state, kind in families.ROUNDING
 
 
 def _extreme_trial(task, pr: Prober, g: torch.Generator):
