@@ -54,9 +54,9 @@ def test_trials_run_the_oracle_beside_the_call_except_in_the_lean_plan(write, tm
     threads = []
     run = oracle_mod.Oracle.run
 
-    def recorded(self, xs):
+    def recorded(self, xs, *args, **kwargs):
         threads.append(threading.current_thread().name)
-        return run(self, xs)
+        return run(self, xs, *args, **kwargs)
     monkeypatch.setattr(oracle_mod.Oracle, "run", recorded)
     v = api.verify(write("ref.py", REF), write("cand.py", cand), config=gate_config(memory=memory),
                    store=str(tmp_path / "s.sqlite"))
