@@ -259,29 +259,9 @@ def one_ulp_fp64(x: Any, device: str, seed: int = 0) -> Any:
 
 
 def _step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    if part.dtype in (torch.float16, torch.bfloat16):
-        return _narrow_step(part, up)
+    """Each element one unit in the last place of its dtype up (`up`) or down."""
     return torch.where(up, torch.nextafter(part, torch.full_like(part, float("inf"))),
                        torch.nextafter(part, torch.full_like(part, float("-inf"))))
-
-
-def _narrow_step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """fp16/bf16 elements one unit in the last place away (their bit patterns stepped: nextafter has no kernel for
-    them everywhere); infinities and NaN stay."""
-    bits = part.view(torch.int16).to(torch.int32)
-    toward = torch.where(up, torch.ones_like(bits), -torch.ones_like(bits))
-    mag = bits & 0x7FFF
-    neg = bits < 0
-    # a negative number's magnitude grows when it moves down; zero moves to the smallest subnormal of the sign
-    grow = torch.where(neg, -toward, toward)
-    new_mag = mag + grow
-    sign = torch.where(new_mag < 0, ~neg, neg)
-    new_mag = new_mag.abs()
-    limit = 0x7C00 if part.dtype == torch.float16 else 0x7F80
-    out = torch.where(sign, new_mag | 0x8000, new_mag)
-    out = torch.where(mag >= limit, bits, out)
-    out = torch.where(out >= 0x8000, out - 0x10000, out).to(torch.int16)
-    return out.view(part.dtype)
 
 
 class Pending:

@@ -95,9 +95,8 @@ def main_count(task: Any, n: int) -> int:
 
 def plan(task: Any, g: torch.Generator, n: int, layouts: tuple[int, ...] = LAYOUTS,
          short: bool | None = None) -> Iterator[tuple]:
-    """(name, inputs, parameters or None to keep the previous trial's[, rounding: Trial's]) for each trial, from
-    `g`, built lazily:
-    the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
+    """(name, inputs, parameters or None to keep the previous trial's[, Trial.rounding]) for each trial, from `g`,
+    built lazily: the edits' anchor and the NaN/Inf and extreme trials' places are drawn first. The caller may load other
     parameters into the oracle between trials (the prober then loads its own again). `layouts`: the layout kinds
     tried (the session's: all of them, or in the lean memory plan two, a secret: session.py). `short`: the
     lean plan's families (default: the task's memory plan; the session's short plan for own code)."""
