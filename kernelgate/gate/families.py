@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from ..records import Contract
-from . import timing
 
 #: the families, each one trial (the lean memory plan: the first two that apply in a secret order). "constant" and
 #: "constant rows" take powers of two, and only where every group of dims an honest mean may reduce has n with
@@ -186,26 +185,27 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     elif kind == "skewed ids":
         return None
     elif kind in ("common offset", "channel offsets", "row offsets"):
-        # x's RMS a chunk at a time, and each sum one rounding in x's dtype: no float64 copy of an input of gigabytes
-        rms = timing.rms([x], [True])[0]
+        rms = float(x.double().pow(2).mean().sqrt())
         unit = rms if rms > 0 and math.isfinite(rms) else 1.0
         if kind == "common offset":
-            y = x + unit * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+            y = x.double() + unit * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
         elif kind == "channel offsets":          # dim 1: its own offset per entry, 1-2x one secret power, any sign
             if x.dim() < 2 or x.shape[1] < 2:
                 return None
             n = x.shape[1]
             c = unit * float(2 ** r.randint(*OFFSET_LOG2)) * (1 + torch.rand(n, generator=g, dtype=torch.float64))
             c = c * (torch.randint(2, (n,), generator=g) * 2 - 1).to(torch.float64)
-            y = x + c.to(x.dtype).to(x.device).reshape(1, n, *([1] * (x.dim() - 2)))
+            y = x.double() + c.to(x.device).reshape(1, n, *([1] * (x.dim() - 2)))
         else:                                    # every row its own power, the signs alternating
             if x.dim() == 0 or x.numel() < 2 * x.shape[-1]:
                 return None
-            rows = x.reshape(-1, x.shape[-1])
+            rows = x.reshape(-1, x.shape[-1]).double()
+            m = rows.shape[0]
             lo, hi = ROW_OFFSET_LOG2
-            c = unit * torch.exp2(torch.randint(lo, hi + 1, (rows.shape[0],), generator=g).to(torch.float64))
+            c = unit * torch.exp2(torch.randint(lo, hi + 1, (m,), generator=g).to(torch.float64))
             c[1::2] = -c[1::2]
-            y = (rows + (c if r.random() < 0.5 else -c).to(x.dtype).to(x.device)[:, None]).reshape(x.shape)
+            y = (rows + (c if r.random() < 0.5 else -c).to(x.device)[:, None]).reshape(x.shape)
+        y = y.to(x.dtype)
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None
