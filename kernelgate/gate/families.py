@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..records import Contract
+from . import timing
 
 #: the families, each one trial (the lean memory plan: the first two that apply in a secret order). "constant" and
 #: "constant rows" take powers of two, and only where every group of dims an honest mean may reduce has n with
@@ -156,9 +157,8 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     elif kind in ("probability rows", "unit rows"):
         if x.dim() == 0 or x.shape[-1] < 2:
             return None
-        y = torch.softmax(x.double(), -1) if kind == "probability rows" else \
-            torch.nn.functional.normalize(x.double(), dim=-1)
-        y = y.to(x.dtype)
+        y = _rowwise(x, x.shape[-1], (lambda d, a, b: torch.softmax(d, -1)) if kind == "probability rows" else
+                     (lambda d, a, b: torch.nn.functional.normalize(d, dim=-1)))
     elif kind == "integer-valued":               # pixel values, counts: 0 to a few hundred
         y = torch.round(x.abs() * r.uniform(30.0, 80.0)).clamp_max(255.0)
     elif kind == "one-hot rows":
@@ -185,27 +185,44 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     elif kind == "skewed ids":
         return None
     elif kind in ("common offset", "channel offsets", "row offsets"):
-        rms = float(x.double().pow(2).mean().sqrt())
+        rms = timing.rms([x], [True])[0]        # a chunk at a time above timing.RMS_CHUNK elements
         unit = rms if rms > 0 and math.isfinite(rms) else 1.0
+        k = x.shape[-1] if x.dim() else 1
         if kind == "common offset":
-            y = x.double() + unit * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+            c0 = unit * float(2 ** r.randint(*OFFSET_LOG2)) * r.choice((1, -1))
+
+            def offsets(a: int, b: int) -> Any:
+                return c0
+            k, whole = 1, (lambda d: d + c0)     # one offset for all: any rows will do
         elif kind == "channel offsets":          # dim 1: its own offset per entry, 1-2x one secret power, any sign
             if x.dim() < 2 or x.shape[1] < 2:
                 return None
             n = x.shape[1]
             c = unit * float(2 ** r.randint(*OFFSET_LOG2)) * (1 + torch.rand(n, generator=g, dtype=torch.float64))
             c = c * (torch.randint(2, (n,), generator=g) * 2 - 1).to(torch.float64)
-            y = x.double() + c.to(x.device).reshape(1, n, *([1] * (x.dim() - 2)))
+            c = c.to(x.device)
+            per = math.prod(x.shape[2:-1]) if x.dim() > 2 else 0      # rows of x.reshape(-1, k) per entry of dim 1
+
+            def whole(d: torch.Tensor) -> torch.Tensor:
+                return d + c.reshape(1, n, *([1] * (x.dim() - 2)))
+
+            def offsets(a: int, b: int) -> Any:
+                if not per:                      # 2-D: dim 1 is the last
+                    return c[None, :]
+                return c[torch.div(torch.arange(a, b, device=x.device), per, rounding_mode="floor") % n][:, None]
         else:                                    # every row its own power, the signs alternating
-            if x.dim() == 0 or x.numel() < 2 * x.shape[-1]:
+            if x.dim() == 0 or x.numel() < 2 * k:
                 return None
-            rows = x.reshape(-1, x.shape[-1]).double()
-            m = rows.shape[0]
+            m = x.numel() // k
             lo, hi = ROW_OFFSET_LOG2
             c = unit * torch.exp2(torch.randint(lo, hi + 1, (m,), generator=g).to(torch.float64))
             c[1::2] = -c[1::2]
-            y = (rows + (c if r.random() < 0.5 else -c).to(x.device)[:, None]).reshape(x.shape)
-        y = y.to(x.dtype)
+            c = (c if r.random() < 0.5 else -c).to(x.device)
+            whole = None
+
+            def offsets(a: int, b: int) -> Any:
+                return c[a:b, None]
+        y = _rowwise(x, k, lambda d, a, b: d + offsets(a, b), whole)
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None
@@ -228,6 +245,29 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     if d is not None and not (d.low <= float(y.min()) and float(y.max()) <= d.high):
         return None
     return y
+
+
+#: elements of an input the families that work in float64 take to it at a time (an input of gigabytes in the lean
+#: memory plan, on the host: the whole-tensor form held its float64 copy and the float64 result beside the rounded one)
+ROW_CHUNK = 1 << 22
+
+
+def _rowwise(x: torch.Tensor, k: int, f: Any, whole: Any = None) -> torch.Tensor:
+    """f on x's rows of k entries (x.reshape(-1, k)) in float64, rounded once to x's dtype: `f(rows, a, b)` takes
+    rows a..b in float64 and returns their new values; ROW_CHUNK elements at a time where x is contiguous (each
+    row's values as from the whole tensor's form: f treats rows apart). At or below ROW_CHUNK, or where x is not
+    contiguous, the whole tensor at once: `whole(x in float64)` where given, else f on all rows."""
+    if not x.is_contiguous() or x.numel() <= ROW_CHUNK:
+        if whole is not None:
+            return whole(x.double()).to(x.dtype)
+        return f(x.reshape(-1, k).double(), 0, x.numel() // max(k, 1)).to(x.dtype).reshape(x.shape)
+    rows = x.reshape(-1, k)
+    y = torch.empty_like(rows)
+    step = max(1, ROW_CHUNK // max(k, 1))
+    for a in range(0, rows.shape[0], step):
+        b = min(a + step, rows.shape[0])
+        y[a:b] = f(rows[a:b].double(), a, b)
+    return y.reshape(x.shape)
 
 
 def _tails(rows: int, n: int, g: torch.Generator, whole: bool = True) -> torch.Tensor:

@@ -232,6 +232,25 @@ def test_offset_families_move_every_value_by_one_large_shared_term():
     assert families.make("common offset", [x.abs().clamp_max(1)], inside, random.Random(0)) is None
 
 
+
+def test_float64_families_take_a_large_input_a_chunk_at_a_time_with_the_whole_forms_values(monkeypatch):
+    """The offsets and the probability and unit rows work in float64: on an input of gigabytes (the lean plan, on the
+    host) the whole-tensor form held its float64 copy and result beside the rounded one (4-5x the input). Chunked
+    by rows, every value is the whole form's (f treats rows apart; the RMS of a large input is the chunked sum's)."""
+    kinds = ("common offset", "channel offsets", "row offsets", "probability rows", "unit rows")
+    for shape in [(3, 5, 7), (2, 4, 3, 6), (9, 10), (50,)]:
+        for dt in (torch.float32, torch.bfloat16):
+            x = torch.randn(shape).to(dt)
+            for kind in kinds:
+                monkeypatch.setattr(families, "ROW_CHUNK", 1 << 30)
+                whole = families._structured(kind, 0, x, Contract(), random.Random(3))
+                monkeypatch.setattr(families, "ROW_CHUNK", 4)      # a row or a few at a time
+                parts = families._structured(kind, 0, x, Contract(), random.Random(3))
+                assert (whole is None) == (parts is None), (shape, kind)
+                if whole is not None:
+                    assert parts.dtype == x.dtype and parts.shape == x.shape
+                    assert torch.equal(whole, parts), (shape, dt, kind)
+
 SOFTMAX_REF = """
 import torch
 import torch.nn as nn
