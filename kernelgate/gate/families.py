@@ -160,12 +160,12 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
         y = _rowwise(x, x.shape[-1], (lambda d, a, b: torch.softmax(d, -1)) if kind == "probability rows" else
                      (lambda d, a, b: torch.nn.functional.normalize(d, dim=-1)))
     elif kind == "integer-valued":               # pixel values, counts: 0 to a few hundred
-        y = torch.round(x.abs() * r.uniform(30.0, 80.0)).clamp_max(255.0)
+        y = x.abs().mul_(r.uniform(30.0, 80.0)).round_().clamp_max_(255.0)      # in place: one copy of x
     elif kind == "one-hot rows":
         if x.dim() == 0 or x.shape[-1] < 2:
             return None
         at = torch.randint(x.shape[-1], x.shape[:-1], generator=g).to(x.device)
-        y = torch.nn.functional.one_hot(at, x.shape[-1]).to(x.dtype)
+        y = torch.zeros(x.shape, dtype=x.dtype, device=x.device).scatter_(-1, at[..., None], 1.0)   # no int64 copy
     elif kind == "constant feature":             # a column of ones beside the features ([x, 1]: a folded bias)
         if x.dim() == 0 or x.shape[-1] < 2:
             return None
@@ -226,10 +226,7 @@ def _structured(kind: str, i: int, x: torch.Tensor, contract: Contract, r: rando
     elif kind == "smooth":
         if x.dim() < 2 or min(x.shape[-2:]) < 3:
             return None
-        flat = x.reshape(-1, 1, *x.shape[-2:]).double()
-        y = torch.nn.functional.avg_pool2d(flat, 3, 1, 1, count_include_pad=False).reshape(x.shape)
-        std0, std1 = float(x.double().std()), float(y.std())
-        y = ((y - y.mean()) * (std0 / std1 if std1 > 0 else 1.0) + x.double().mean()).to(x.dtype)
+        y = _smooth(x)
     elif kind == "masked":
         if x.dim() == 0 or x.shape[-1] < 4:
             return None
@@ -268,6 +265,57 @@ def _rowwise(x: torch.Tensor, k: int, f: Any, whole: Any = None) -> torch.Tensor
         b = min(a + step, rows.shape[0])
         y[a:b] = f(rows[a:b].double(), a, b)
     return y.reshape(x.shape)
+
+
+def _smooth(x: torch.Tensor) -> torch.Tensor:
+    """The "smooth" family: a 3x3 box average over the last two dims (in float64), rescaled to x's mean and spread.
+    Above ROW_CHUNK elements (contiguous x) a chunk of planes at a time, twice (the moments, then the values), the
+    means and spreads combined chunk by chunk: the whole form held about 8x a large input at once."""
+    h, w = x.shape[-2:]
+    planes = x.reshape(-1, 1, h, w)
+
+    def pooled(a: int, b: int) -> torch.Tensor:
+        return torch.nn.functional.avg_pool2d(planes[a:b].double(), 3, 1, 1, count_include_pad=False)
+
+    if not x.is_contiguous() or x.numel() <= ROW_CHUNK:
+        y = pooled(0, planes.shape[0]).reshape(x.shape)
+        std0, std1 = float(x.double().std()), float(y.std())
+        return ((y - y.mean()) * (std0 / std1 if std1 > 0 else 1.0) + x.double().mean()).to(x.dtype)
+    step = max(1, ROW_CHUNK // (h * w))
+    spans = [(a, min(a + step, planes.shape[0])) for a in range(0, planes.shape[0], step)]
+    mx, my = _Moments(), _Moments()
+    for a, b in spans:
+        mx.add(planes[a:b].double())
+        my.add(pooled(a, b))
+    std0, std1 = mx.std(), my.std()
+    ratio = std0 / std1 if std1 > 0 else 1.0
+    y = torch.empty_like(planes)
+    for a, b in spans:
+        y[a:b] = (pooled(a, b) - my.mean) * ratio + mx.mean
+    return y.reshape(x.shape)
+
+
+class _Moments:
+    """A running mean and sum of squared deviations over float64 chunks (Chan et al.'s pairwise update)."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, d: torch.Tensor) -> None:
+        nb = d.numel()
+        if not nb:
+            return
+        mb = float(d.mean())
+        m2b = float((d - mb).pow_(2).sum())
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+
+    def std(self) -> float:
+        """The unbiased standard deviation (torch.std's default)."""
+        return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else float("nan")
 
 
 def _tails(rows: int, n: int, g: torch.Generator, whole: bool = True) -> torch.Tensor:

@@ -234,9 +234,10 @@ def test_offset_families_move_every_value_by_one_large_shared_term():
 
 
 def test_float64_families_take_a_large_input_a_chunk_at_a_time_with_the_whole_forms_values(monkeypatch):
-    """The offsets and the probability and unit rows work in float64: on an input of gigabytes (the lean plan, on the
-    host) the whole-tensor form held its float64 copy and result beside the rounded one (4-5x the input). Chunked
-    by rows, every value is the whole form's (f treats rows apart; the RMS of a large input is the chunked sum's)."""
+    """The offsets, the probability and unit rows and "smooth" work in float64: on an input of gigabytes (the lean
+    plan, on the host) the whole-tensor form held its float64 copy and result beside the rounded one (4-8x the
+    input). Chunked by rows, every value is the whole form's (f treats rows apart; the RMS of a large input is the
+    chunked sum's)."""
     kinds = ("common offset", "channel offsets", "row offsets", "probability rows", "unit rows")
     for shape in [(3, 5, 7), (2, 4, 3, 6), (9, 10), (50,)]:
         for dt in (torch.float32, torch.bfloat16):
@@ -250,6 +251,17 @@ def test_float64_families_take_a_large_input_a_chunk_at_a_time_with_the_whole_fo
                 if whole is not None:
                     assert parts.dtype == x.dtype and parts.shape == x.shape
                     assert torch.equal(whole, parts), (shape, dt, kind)
+    # "smooth" rescales by the whole input's mean and spread: chunked, they are summed chunk by chunk (a last-bit
+    # difference in the scalars: a value may round the other way)
+    for shape in [(3, 5, 7), (2, 4, 3, 6), (6, 40, 50)]:
+        x = torch.randn(shape) * 3 + 1
+        monkeypatch.setattr(families, "ROW_CHUNK", 1 << 30)
+        whole = families._structured("smooth", 0, x, Contract(), random.Random(0))
+        monkeypatch.setattr(families, "ROW_CHUNK", 40)
+        parts = families._structured("smooth", 0, x, Contract(), random.Random(0))
+        assert parts.shape == x.shape and parts.dtype == x.dtype
+        assert torch.allclose(whole, parts, rtol=1e-6, atol=1e-6), shape
+        assert abs(float(parts.double().std()) - float(x.double().std())) < 1e-4 * float(x.double().std())
 
 SOFTMAX_REF = """
 import torch
