@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("common offset", "channel offsets", "row offsets", "probability rows", "unit rows", "scaled up", "smooth",
+KINDS = ("non-positive", "zeros", "constant", "binary", "repeated entries", "some repeated entries",
+         "common offset", "channel offsets", "row offsets", "probability rows", "unit rows", "scaled up", "smooth",
          "sparse, bf16-exact", "integer-valued", "constant rows", "constant feature", "one-hot rows", "padded", "masked")
 
 CHILD = r"""
