@@ -88,6 +88,35 @@ def test_rendered_candidates_run_and_keep_the_state_dict(write, stack):
     assert sorted(m.state_dict()) == sorted(model.state_dict())
 
 
+CONV3D = """
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm3d(4)
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+def get_inputs():
+    return [torch.randn(2, 3, 5, 6, 7)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_channels_last_takes_5d_weights_and_inputs_channels_last_3d(write):
+    """A Conv3d's weights are 5-D: Module.to(memory_format=channels_last) refused them, and every candidate of the
+    level crashed ("required rank 4 tensor to use channels_last format") on a 3-D convolution's workload."""
+    ref, model, ctx = _context(write("conv3d.py", CONV3D))
+    by_name = {lv[0][0].name: lv[0] for lv in Library().singles(ctx)}
+    cand = Library()._make(ctx, [by_name["runtime:channels-last"]], None, 0)
+    xs = ref.inputs(0)
+    out, m = _run(cand.source, model, xs)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(*xs), atol=1e-5, rtol=1e-5)
+    assert m.conv.weight.is_contiguous(memory_format=torch.channels_last_3d) and out.is_contiguous()
+
 def test_explore_then_refine_stacks_on_the_best():
     from kernelgate.records import Evaluation, Speedup, Status, Reason, Timing, Verdict
     _, _, ctx = _context(str(EXAMPLES / "projection.py"))

@@ -148,11 +148,16 @@ def _cudagraph_variants(ctx: Context) -> list[dict[str, Any]]:
 
 
 def _render_channels_last(ctx: Context, params: dict[str, Any], tag: str) -> str:
+    # 4-D tensors channels-last, 5-D ones channels-last-3d (Module.to(memory_format=channels_last) refuses a
+    # module holding 5-D weights: a Conv3d)
     body = f'''    def forward(self, *args):
+        formats = {{4: torch.channels_last, 5: torch.channels_last_3d}}
         if not self.__dict__.get("_kg_cl_{tag}"):
-            self.to(memory_format=torch.channels_last)
+            for t in [*self.parameters(), *self.buffers()]:
+                if t.dim() in formats:
+                    t.data = t.data.contiguous(memory_format=formats[t.dim()])
             object.__setattr__(self, "_kg_cl_{tag}", True)
-        args = [a.contiguous(memory_format=torch.channels_last) if torch.is_tensor(a) and a.dim() == 4 else a
+        args = [a.contiguous(memory_format=formats[a.dim()]) if torch.is_tensor(a) and a.dim() in formats else a
                 for a in args]
         out = super().forward(*args)
         return out.contiguous() if torch.is_tensor(out) else type(out)(o.contiguous() for o in out)'''
