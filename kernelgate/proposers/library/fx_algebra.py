@@ -9,6 +9,13 @@ out) becomes a pass over W and one over x. Every decision that depends on shapes
 call, on the tensors it gets; where any of them does not hold, or autograd records, the reference's own ops
 run. Nothing is cached: the vector is formed from the weights at every call, so it is never stale.
 
+A convolution whose output is summed or averaged over spatial dims, through channel-wise scales and shifts, is a
+smaller convolution: the sum over the outputs along a dim is, for each kernel offset, that offset's weights times
+the sum of the input positions they read, so each reduced dim of the input becomes one sum per kernel offset,
+moved into the channels (a global average pool after a convolution is a grouped matrix product). The work along
+a dim of o outputs shrinks o-fold; the input is read once per kernel offset. Plain and transposed, 1-3 spatial
+dims, any stride, padding, dilation, output padding and groups; the same call-time checks and fallback.
+
 Candidates embed this file's functions verbatim after fx_rewrites' (library.py), as they do triton_kernels'.
 """
 
@@ -170,12 +177,13 @@ def _kg_alg_reduction(node):
     return bound.get("input"), dim, bool(keepdim), name == "mean"
 
 
-def _kg_alg_walk(y, mods, depth=0):
-    """(gemm node, steps from the GEMM on, the step nodes) when y is a GEMM, or a mul/div/add/sub of a value
-    that walks back to one and a number or a Node, each value on the way used once; else None."""
+def _kg_alg_walk(y, mods, depth=0, terminal=None):
+    """(start node, steps from it on, the step nodes) when y is a GEMM (or what `terminal` recognises), or a
+    mul/div/add/sub of a value that walks back to one and a number or a Node, each value on the way used once;
+    else None."""
     if depth > 16 or len(_kg_users(y)) != 1:
         return None
-    if _kg_alg_gemm(y, mods) is not None:
+    if (terminal or _kg_alg_gemm)(y, mods) is not None:
         return y, [], []
     op = _kg_alg_step(y)
     if op is None or len(y.args) != 2 or y.kwargs:
@@ -184,7 +192,7 @@ def _kg_alg_walk(y, mods, depth=0):
         prev, a = y.args[side], y.args[1 - side]
         if not isinstance(prev, torch.fx.Node) or (op == "div" and side == 1) or a is prev:
             continue
-        found = _kg_alg_walk(prev, mods, depth + 1)
+        found = _kg_alg_walk(prev, mods, depth + 1, terminal)
         if found is not None:
             gemm, steps, chain = found
             return gemm, steps + [(op, a, side)], chain + [y]
@@ -215,6 +223,250 @@ def kg_rewrite_reduce_linear(gm):
             b = gm.graph.get_attr(b) if isinstance(b, str) else b
             new = gm.graph.call_function(kg_reduced_linear, (x, w, b, kind, tuple(steps), red[1],
                                                              red[2], red[3]))
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        for dead in list(reversed(chain)) + [y]:
+            gm.graph.erase_node(dead)
+        gm.graph.eliminate_dead_code()
+        n += 1
+    return kg_finish(gm, n)
+
+
+# ---------------------------------------------------------------- a convolution summed over its positions
+
+_KG_CONV_MODULES = {torch.nn.Conv1d: ("conv", 1), torch.nn.Conv2d: ("conv", 2), torch.nn.Conv3d: ("conv", 3),
+                    torch.nn.ConvTranspose1d: ("convT", 1), torch.nn.ConvTranspose2d: ("convT", 2),
+                    torch.nn.ConvTranspose3d: ("convT", 3)}
+_KG_CONV_FNS = {("conv", 1): F.conv1d, ("conv", 2): F.conv2d, ("conv", 3): F.conv3d,
+                ("convT", 1): F.conv_transpose1d, ("convT", 2): F.conv_transpose2d, ("convT", 3): F.conv_transpose3d}
+
+
+def _kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups):
+    """The convolution itself (N spatial dims: w's dims less two; none: a grouped matrix product)."""
+    n = w.dim() - 2
+    if n == 0:
+        if kind == "conv":          # w [out, in/g]
+            g = groups
+            y = torch.einsum("bgi,goi->bgo", x.reshape(x.shape[0], g, -1), w.reshape(g, w.shape[0] // g, -1))
+        else:                        # w [in, out/g]
+            g = groups
+            y = torch.einsum("bgi,gio->bgo", x.reshape(x.shape[0], g, -1), w.reshape(g, w.shape[0] // g, -1))
+        y = y.reshape(x.shape[0], -1)
+        return y + b if b is not None else y
+    if kind == "conv":
+        return _KG_CONV_FNS[kind, n](x, w, b, stride, padding, dilation, groups)
+    return _KG_CONV_FNS[kind, n](x, w, b, stride, padding, out_pad, groups, dilation)
+
+
+def _kg_conv_chain(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims, keepdim, mean):
+    """The reference's own ops: the convolution, the channel-wise steps, the reduction."""
+    y = _kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups)
+    for op, a, side in steps:
+        if op == "mul":
+            y = y * a if side == 0 else a * y
+        elif op == "div":
+            y = y / a
+        elif op == "add":
+            y = y + a if side == 0 else a + y
+        else:
+            y = y - a if side == 0 else a - y
+    return y.mean(dims, keepdim=keepdim) if mean else y.sum(dims, keepdim=keepdim)
+
+
+def _kg_conv_out(i, k, s, p, d, op, kind):
+    """An output size along one spatial dim."""
+    if kind == "conv":
+        return (i + 2 * p - d * (k - 1) - 1) // s + 1
+    return (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+
+
+def _kg_conv_dims(dims, n):
+    """The reduced dims as sorted spatial indices (0..n-1), or None: one or more distinct spatial dims of the
+    output (dim 2 on), given as an int or a tuple/list of ints."""
+    ds = list(dims) if isinstance(dims, (tuple, list)) else [dims]
+    if not ds or any(isinstance(d, bool) or not isinstance(d, int) for d in ds):
+        return None
+    nd = n + 2
+    ds = [d % nd if -nd <= d < nd else -1 for d in ds]
+    if any(d < 2 for d in ds) or len(set(ds)) != len(ds):
+        return None
+    return sorted(d - 2 for d in ds)
+
+
+def _kg_conv_ok(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims):
+    """The output's shape where the identity holds exactly as torch computes here, else None: a batched
+    floating x, weights of x's dtype and device, a 1-D bias of the output channels, integer geometry (zero
+    padding), the reduction over spatial dims only, and every operand a finite number (a non-zero divisor) or
+    a tensor of x's dtype that is constant along the reduced dims and broadcasts to the output's shape."""
+    if not (torch.is_tensor(x) and torch.is_tensor(w)) or not x.is_floating_point() or w.dtype != x.dtype \
+            or w.device != x.device or x.numel() == 0:
+        return None
+    n = w.dim() - 2
+    if n < 1 or x.dim() != n + 2 or not all(isinstance(v, tuple) and len(v) == n and
+                                           all(isinstance(e, int) and not isinstance(e, bool) for e in v)
+                                           for v in (stride, padding, dilation, out_pad)):
+        return None
+    if not isinstance(groups, int) or groups < 1 or x.shape[1] % groups or \
+            min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or min(out_pad) < 0:
+        return None
+    c_out = w.shape[0] if kind == "conv" else w.shape[1] * groups
+    if (kind == "conv" and (w.shape[1] * groups != x.shape[1] or w.shape[0] % groups)) or \
+            (kind == "convT" and w.shape[0] != x.shape[1]):
+        return None
+    if b is not None and (not torch.is_tensor(b) or b.dtype != x.dtype or b.device != x.device
+                          or b.dim() != 1 or b.shape[0] != c_out):
+        return None
+    sizes = [_kg_conv_out(x.shape[2 + j], w.shape[2 + j], stride[j], padding[j], dilation[j], out_pad[j], kind)
+             for j in range(n)]
+    if min(sizes) < 1:
+        return None
+    red = _kg_conv_dims(dims, n)
+    if red is None:
+        return None
+    shape = (x.shape[0], c_out, *sizes)
+    for op, a, side in steps:
+        if torch.is_tensor(a):
+            if a.dtype != x.dtype or a.device != x.device or a.dim() > len(shape):
+                return None
+            try:
+                if tuple(torch.broadcast_shapes(shape, a.shape)) != shape:
+                    return None
+            except RuntimeError:
+                return None
+            lead = len(shape) - a.dim()
+            if any(j + 2 - lead >= 0 and a.shape[j + 2 - lead] != 1 for j in red):
+                return None
+            if op == "div" and not bool((a != 0).all()):
+                return None
+        elif isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
+                or (op == "div" and a == 0):
+            return None
+    return shape
+
+
+def _kg_conv_fold(x, j, k, s, p, d, o, kind):
+    """x's spatial dim j (tensor dim 2 + j) turned into k sums, one per kernel offset: the input positions whose
+    products with that offset's weights land on one of the o output positions along it, each summed."""
+    dim, i = 2 + j, x.shape[2 + j]
+    parts = []
+    for t in range(k):
+        if kind == "conv":              # output q reads input q*s + t*d - p
+            start = t * d - p
+            lo, hi = max(0, -(start // s)), min(o - 1, (i - 1 - start) // s)
+            first, step = start + lo * s, s
+        else:                            # input q lands on output q*s - p + t*d
+            lo, hi = max(0, -((t * d - p) // s)), min(i - 1, (o - 1 + p - t * d) // s)
+            first, step = lo, 1
+        if lo > hi:                      # this offset's weights meet no input inside the reduced outputs
+            parts.append(torch.zeros_like(x.narrow(dim, 0, 1)))
+            continue
+        idx = [slice(None)] * x.dim()
+        idx[dim] = slice(first, first + (hi - lo) * step + 1, step)
+        parts.append(x[tuple(idx)].sum(dim, keepdim=True))
+    return torch.cat(parts, dim)
+
+
+def kg_reduced_conv(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims, keepdim, mean):
+    """reduce(steps(conv(x, w, b)), dims) over spatial dims of a convolution ("conv") or a transposed one
+    ("convT"), through channel-wise mul/div/add/sub steps ((op, operand, side), side 1 where the operand comes
+    first) constant along the reduced dims; reduce is a sum, or a mean with `mean`. By linearity, the sum over
+    the output positions along a dim is a sum over kernel offsets of that offset's weights times the sum of the
+    input positions it reads for them: each reduced dim of x becomes its kernel offsets' sums, which move into
+    the input channels (each group's channels stay together), the weights' reduced kernel dims likewise, and
+    what is left is a convolution over the other spatial dims (a grouped matrix product where none is left):
+    the work of a dim of o outputs shrinks o-fold. The bias counts once per reduced position, and so does each
+    step's added operand. The reference's ops where autograd records or the identity does not hold."""
+    tensors = [a for _, a, _ in steps if torch.is_tensor(a)]
+    shape = None if _kg_recording(x, w, b, *tensors) else \
+        _kg_conv_ok(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims)
+    if shape is None:
+        return _kg_conv_chain(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims, keepdim, mean)
+    n = w.dim() - 2
+    red = _kg_conv_dims(dims, n)
+    keep = [j for j in range(n) if j not in red]
+    count = 1
+    for j in red:
+        count *= shape[2 + j]
+        x = _kg_conv_fold(x, j, w.shape[2 + j], stride[j], padding[j], dilation[j], shape[2 + j], kind)
+    # x: [B, C_in, (k_j for reduced j, the kept sizes) in spatial order] -> the reduced offsets beside C_in
+    nb, c_in = x.shape[0], x.shape[1]
+    x = x.permute(0, 1, *[2 + j for j in red], *[2 + j for j in keep])
+    x = x.reshape(nb, -1, *[x.shape[2 + len(red) + m] for m in range(len(keep))])
+    if kind == "conv":                  # w [out, in/g, k...] -> [out, in/g * prod(k_red), k_keep...]
+        w2 = w.permute(0, 1, *[2 + j for j in red], *[2 + j for j in keep])
+        w2 = w2.reshape(w.shape[0], -1, *[w.shape[2 + j] for j in keep])
+    else:                                # w [in, out/g, k...] -> [in * prod(k_red), out/g, k_keep...]
+        w2 = w.permute(0, *[2 + j for j in red], 1, *[2 + j for j in keep])
+        w2 = w2.reshape(-1, w.shape[1], *[w.shape[2 + j] for j in keep])
+    pick = (lambda v: tuple(v[j] for j in keep))
+    y = _kg_conv_call(x, w2, None, kind, pick(stride), pick(padding), pick(dilation), pick(out_pad), groups)
+    y = y.reshape(nb, y.shape[1], *[1 if j in red else y.shape[2 + keep.index(j)] for j in range(n)])
+    if b is not None:
+        y = y + (b * count).reshape(-1, *([1] * n))
+    for op, a, side in steps:
+        if op == "mul":
+            y = y * a if side == 0 else a * y
+        elif op == "div":
+            y = y / a
+        elif op == "add":
+            y = y + a * count if side == 0 else a * count + y
+        else:
+            y = y - a * count if side == 0 else a * count - y
+    if mean:
+        y = y / count
+    return y if keepdim else y.squeeze([2 + j for j in red])
+
+
+def _kg_conv_module(node, mods):
+    """(kind, x, weight, bias, stride, padding, dilation, output padding, groups) of a call of an nn.ConvNd or
+    nn.ConvTransposeNd module with zero padding given as numbers or "valid" (the parameters as get_attr targets;
+    bias None where it has none), else None."""
+    if node.op != "call_module":
+        return None
+    m = mods.get(node.target)
+    spec = _KG_CONV_MODULES.get(type(m))
+    if spec is None or len(node.args) != 1 or node.kwargs or m.padding_mode != "zeros":
+        return None
+    kind, n = spec
+    pad = m.padding
+    if isinstance(pad, str):
+        if pad != "valid":
+            return None
+        pad = (0,) * n
+    geo = [tuple(int(v) for v in g) for g in (m.stride, pad, m.dilation,
+                                              m.output_padding if kind == "convT" else (0,) * n)]
+    if any(len(g) != n for g in geo):
+        return None
+    return (kind, node.args[0], node.target + ".weight", node.target + ".bias" if m.bias is not None else None,
+            *geo, int(m.groups))
+
+
+def kg_rewrite_reduce_conv(gm):
+    """A convolution module's output summed or averaged over spatial dims, through mul/div/add/sub by operands
+    from before the convolution, each value used once on the way: kg_reduced_conv."""
+    mods = dict(gm.named_modules())
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    n = 0
+    for node in list(gm.graph.nodes):
+        red = _kg_alg_reduction(node)
+        if red is None or not isinstance(red[0], torch.fx.Node):
+            continue
+        found = _kg_alg_walk(red[0], mods, terminal=_kg_conv_module)
+        if found is None:
+            continue
+        y, steps, chain = found
+        kind, x, w, b, stride, padding, dilation, out_pad, groups = _kg_conv_module(y, mods)
+        dims = tuple(red[1]) if isinstance(red[1], (list, tuple)) else red[1]
+        if _kg_conv_dims(dims, mods[y.target].weight.dim() - 2) is None:
+            continue
+        if any(isinstance(a, torch.fx.Node) and a.op not in ("get_attr", "placeholder") and order[a] > order[y]
+               for _, a, _ in steps):
+            continue
+        with gm.graph.inserting_before(node):
+            w = gm.graph.get_attr(w)
+            b = gm.graph.get_attr(b) if b is not None else None
+            new = gm.graph.call_function(kg_reduced_conv, (x, w, b, kind, stride, padding, dilation, out_pad, groups,
+                                                           tuple(steps), dims, red[2], red[3]))
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
         for dead in list(reversed(chain)) + [y]:
@@ -291,5 +543,6 @@ def kg_rewrite_triangular_matmul(gm):
 
 ALGEBRA_REWRITES = {
     "reduce-linear": kg_rewrite_reduce_linear,
+    "reduce-conv": kg_rewrite_reduce_conv,
     "triangular-matmul": kg_rewrite_triangular_matmul,
 }

@@ -125,6 +125,9 @@ STRATEGIES: tuple[Strategy, ...] = (
     _rewrite("rewrite:merge-linear", "merge-linear", "consecutive linear maps merged into one"),
     _rewrite("rewrite:reduce-linear", "reduce-linear", "a linear map whose output features are summed or averaged "
              "(through feature-wise scales and shifts) as one matrix-vector product"),
+    _rewrite("rewrite:reduce-conv", "reduce-conv", "a convolution's output summed or averaged over spatial dims "
+             "(through channel-wise scales and shifts) as a convolution over the input's sums per kernel offset, "
+             "the reduced dims moved into the channels"),
     _rewrite("rewrite:triangular-matmul", "triangular-matmul", "the kept triangle of a matrix product (tril/triu "
              "of a matmul) computed by row blocks over the columns it keeps: about half the GEMM"),
     _rewrite("rewrite:activation-idioms", "activation-idioms",
@@ -205,7 +208,7 @@ STRATEGIES: tuple[Strategy, ...] = (
 # lead; runtime configurations, which torch.compile (a baseline) already covers in part, come last.
 PRIORS: dict[str, float] = {
     "precision:int8-requant": 4.0, "precision:fp8-scaled-mm": 3.0, "precision:fp8-scaled-mm-f32": 2.0,
-    "rewrite:sdpa": 2.0, "rewrite:reduce-linear": 2.0, "rewrite:triangular-matmul": 1.6, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
+    "rewrite:sdpa": 2.0, "rewrite:reduce-linear": 2.0, "rewrite:reduce-conv": 2.0, "rewrite:triangular-matmul": 1.6, "triton:attention": 1.8, "rewrite:merge-linear": 1.6, "rewrite:avgpool-as-conv": 1.5, "precision": 1.5,
     "rewrite:fold-bn": 1.3, "triton:pointwise": 1.3, "cpp:pointwise": 1.3, "precision:bf16-linear-act": 1.3,
     "triton:row": 1.35, "triton:rowreduce": 1.35,
     "rewrite:fold-scale": 1.2, "runtime:cudagraph": 1.2, "rewrite:activation-idioms": 1.2,
