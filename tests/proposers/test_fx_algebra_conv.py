@@ -57,6 +57,30 @@ def test_the_identity_matches_the_references_ops_in_float64_over_random_geometry
     assert fast >= 140                  # the identity itself, not the fallback, was what matched
 
 
+def test_the_gpus_gemm_form_of_the_convolution_left_matches_torchs_convolution():
+    """On a GPU the convolution over the dims left runs as unfold/fold and a float64 GEMM (cuDNN's float64
+    convolutions are slow): the same values as torch's convolution, plain and transposed, 1-2 dims, groups."""
+    rnd, done = random.Random(2), 0
+    while done < 80:
+        n, kind, g = rnd.choice([1, 2]), rnd.choice(["conv", "convT"]), rnd.choice([1, 2])
+        cin, cout = g * rnd.choice([1, 3]), g * rnd.choice([1, 2])
+        k = tuple(rnd.choice([1, 2, 3]) for _ in range(n))
+        s, d = tuple(rnd.choice([1, 2, 3]) for _ in range(n)), tuple(rnd.choice([1, 2]) for _ in range(n))
+        p = tuple(rnd.choice([0, 1, 2]) for _ in range(n))
+        op = tuple(rnd.randrange(0, max(s[j], d[j])) if kind == "convT" else 0 for j in range(n))
+        x = torch.randn(2, cin, *[rnd.choice([5, 8]) for _ in range(n)], dtype=torch.float64)
+        w = torch.randn(*((cout, cin // g) if kind == "conv" else (cin, cout // g)), *k, dtype=torch.float64)
+        try:
+            ref = A._kg_conv_call(x, w, None, kind, s, p, d, op, g)
+        except RuntimeError:
+            continue
+        got = A._kg_conv_gemm(x, w, kind, s, p, d, op, g)
+        if got is None:                  # an output padding of a stride or more: fold cannot say it
+            assert kind == "convT" and any(op[j] >= s[j] for j in range(n))
+            continue
+        done += 1
+        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-10)
+
 def test_non_finite_inputs_land_where_the_references_do():
     rnd = random.Random(1)
     for _ in range(60):
