@@ -380,7 +380,8 @@ def _kg_conv_ok(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps
 
 def _kg_conv_fold(x, j, k, s, p, d, o, kind):
     """x's spatial dim j (tensor dim 2 + j) turned into k sums, one per kernel offset: the input positions whose
-    products with that offset's weights land on one of the o output positions along it, each summed (in float64)."""
+    products with that offset's weights land on one of the o output positions along it, each summed (in x's
+    dtype: torch's sums are pairwise, about as accurate as the reference's own mean)."""
     dim, i = 2 + j, x.shape[2 + j]
     parts = []
     for t in range(k):
@@ -392,11 +393,11 @@ def _kg_conv_fold(x, j, k, s, p, d, o, kind):
             lo, hi = max(0, -((t * d - p) // s)), min(i - 1, (o - 1 + p - t * d) // s)
             first, step = lo, 1
         if lo > hi:                      # this offset's weights meet no input inside the reduced outputs
-            parts.append(torch.zeros_like(x.narrow(dim, 0, 1), dtype=torch.float64))
+            parts.append(torch.zeros_like(x.narrow(dim, 0, 1)))
             continue
         idx = [slice(None)] * x.dim()
         idx[dim] = slice(first, first + (hi - lo) * step + 1, step)
-        parts.append(x[tuple(idx)].sum(dim, keepdim=True, dtype=torch.float64))
+        parts.append(x[tuple(idx)].sum(dim, keepdim=True))
     return torch.cat(parts, dim)
 
 
@@ -411,9 +412,10 @@ def kg_reduced_conv(x, w, b, kind, stride, padding, dilation, out_pad, groups, s
     the work of a dim of o outputs shrinks o-fold. The bias counts once per reduced position, and so does each
     step's added operand. The reference's ops where autograd records or the identity does not hold.
 
-    In float64 from the sums on, rounded to x's dtype at the end: a sum of o outputs in one convolution output
-    errs about sqrt(o) times the reference's mean of o rounded outputs (in float32 on an H100, a ConvTranspose3d
-    averaged over 32 depths erred 1.5x the gate's bound); the convolution left is o times smaller."""
+    The convolution left is in float64, rounded to x's dtype at the end: a sum of o outputs in one float32
+    convolution output errs about sqrt(o) times the reference's mean of o rounded outputs (on an H100 a
+    ConvTranspose3d averaged over 32 depths erred 1.5x the gate's bound); that convolution is o times smaller.
+    The sums themselves stay in x's dtype (in float64 they took 8x as long on the CPU)."""
     tensors = [a for _, a, _ in steps if torch.is_tensor(a)]
     shape = None if _kg_recording(x, w, b, *tensors) else \
         _kg_conv_ok(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims)
@@ -429,6 +431,7 @@ def kg_reduced_conv(x, w, b, kind, stride, padding, dilation, out_pad, groups, s
     for j in red:
         count *= shape[2 + j]
         x = _kg_conv_fold(x, j, w.shape[2 + j], stride[j], padding[j], dilation[j], shape[2 + j], kind)
+    x = x.double()
     # x: [B, C_in, (k_j for reduced j, the kept sizes) in spatial order] -> the reduced offsets beside C_in
     nb, c_in = x.shape[0], x.shape[1]
     x = x.permute(0, 1, *[2 + j for j in red], *[2 + j for j in keep])
