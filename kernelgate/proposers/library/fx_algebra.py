@@ -38,9 +38,8 @@ _KG_ALG_METHODS = {"mul": "mul", "div": "div", "true_divide": "div", "add": "add
 _KG_ALG_MATMULS = (torch.matmul, torch.mm, operator.matmul)
 
 
-def _kg_alg_chain(x, w, b, kind, steps, dim, keepdim, mean):
-    """The reference's own ops: the GEMM, the feature-wise steps, the reduction."""
-    y = F.linear(x, w, b) if kind == "linear" else torch.matmul(x, w)
+def _kg_alg_steps(y, steps):
+    """The reference's mul/div/add/sub steps on y, each (op, operand, side) with side 1 where the operand comes first."""
     for op, a, side in steps:
         if op == "mul":
             y = y * a if side == 0 else a * y
@@ -50,7 +49,18 @@ def _kg_alg_chain(x, w, b, kind, steps, dim, keepdim, mean):
             y = y + a if side == 0 else a + y
         else:
             y = y - a if side == 0 else a - y
+    return y
+
+
+def _kg_alg_chain(x, w, b, kind, steps, dim, keepdim, mean):
+    """The reference's own ops: the GEMM, the feature-wise steps, the reduction."""
+    y = _kg_alg_steps(F.linear(x, w, b) if kind == "linear" else torch.matmul(x, w), steps)
     return y.mean(dim, keepdim=keepdim) if mean else y.sum(dim, keepdim=keepdim)
+
+
+def _kg_alg_number(op, a):
+    """Whether a step's operand that is no tensor is a finite number (and a non-zero divisor)."""
+    return not isinstance(a, bool) and isinstance(a, (int, float)) and math.isfinite(a) and not (op == "div" and a == 0)
 
 
 def _kg_alg_ok(x, w, b, kind, steps, dim):
@@ -80,8 +90,7 @@ def _kg_alg_ok(x, w, b, kind, steps, dim):
                 return False
             if op == "div" and not bool((a != 0).all()):
                 return False
-        elif isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
-                or (op == "div" and a == 0):
+        elif not _kg_alg_number(op, a):
             return False
     return True
 
@@ -244,14 +253,9 @@ _KG_CONV_FNS = {("conv", 1): F.conv1d, ("conv", 2): F.conv2d, ("conv", 3): F.con
 def _kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups):
     """The convolution itself (N spatial dims: w's dims less two; none: a grouped matrix product)."""
     n = w.dim() - 2
-    if n == 0:
-        if kind == "conv":          # w [out, in/g]
-            g = groups
-            y = torch.einsum("bgi,goi->bgo", x.reshape(x.shape[0], g, -1), w.reshape(g, w.shape[0] // g, -1))
-        else:                        # w [in, out/g]
-            g = groups
-            y = torch.einsum("bgi,gio->bgo", x.reshape(x.shape[0], g, -1), w.reshape(g, w.shape[0] // g, -1))
-        y = y.reshape(x.shape[0], -1)
+    if n == 0:                       # w [out, in/g] ("conv") or [in, out/g] ("convT")
+        xg, wg = x.reshape(x.shape[0], groups, -1), w.reshape(groups, w.shape[0] // groups, -1)
+        y = torch.einsum("bgi,goi->bgo" if kind == "conv" else "bgi,gio->bgo", xg, wg).reshape(x.shape[0], -1)
         return y + b if b is not None else y
     if kind == "conv":
         return _KG_CONV_FNS[kind, n](x, w, b, stride, padding, dilation, groups)
@@ -271,7 +275,7 @@ def _kg_conv_gemm(x, w, kind, stride, padding, dilation, out_pad, groups):
     ks, nb, g = tuple(w.shape[2:]), x.shape[0], groups
     if kind == "conv":                   # w [out, in/g, kh, kw]; cols [B, in * kh * kw, L]
         cols = F.unfold(x, ks, dilation=dilation, padding=padding, stride=stride)
-        o = [(x.shape[2 + j] + 2 * padding[j] - dilation[j] * (ks[j] - 1) - 1) // stride[j] + 1 for j in range(2)]
+        o = [_kg_conv_out(x.shape[2 + j], ks[j], stride[j], padding[j], dilation[j], 0, kind) for j in range(2)]
         if g == 1:
             y = torch.matmul(w.reshape(w.shape[0], -1), cols)
         else:
@@ -281,7 +285,7 @@ def _kg_conv_gemm(x, w, kind, stride, padding, dilation, out_pad, groups):
     else:                                # w [in, out/g, kh, kw]; cols [B, out * kh * kw, H * W]
         if any(out_pad[j] >= stride[j] for j in range(2)):
             return None
-        o = [(x.shape[2 + j] - 1) * stride[j] - 2 * padding[j] + dilation[j] * (ks[j] - 1) + out_pad[j] + 1
+        o = [_kg_conv_out(x.shape[2 + j], ks[j], stride[j], padding[j], dilation[j], out_pad[j], kind)
              for j in range(2)]
         if g == 1:
             cols = torch.matmul(w.reshape(w.shape[0], -1).t(), x.reshape(nb, x.shape[1], -1))
@@ -294,16 +298,7 @@ def _kg_conv_gemm(x, w, kind, stride, padding, dilation, out_pad, groups):
 
 def _kg_conv_chain(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps, dims, keepdim, mean):
     """The reference's own ops: the convolution, the channel-wise steps, the reduction."""
-    y = _kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups)
-    for op, a, side in steps:
-        if op == "mul":
-            y = y * a if side == 0 else a * y
-        elif op == "div":
-            y = y / a
-        elif op == "add":
-            y = y + a if side == 0 else a + y
-        else:
-            y = y - a if side == 0 else a - y
+    y = _kg_alg_steps(_kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups), steps)
     return y.mean(dims, keepdim=keepdim) if mean else y.sum(dims, keepdim=keepdim)
 
 
@@ -372,8 +367,7 @@ def _kg_conv_ok(x, w, b, kind, stride, padding, dilation, out_pad, groups, steps
                 return None
             if op == "div" and not bool((a != 0).all()):
                 return None
-        elif isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(a) \
-                or (op == "div" and a == 0):
+        elif not _kg_alg_number(op, a):
             return None
     return shape
 
