@@ -24,6 +24,9 @@
 #                                            # worker's JAX prime (a Pallas port was ended `introspection`)
 #   DEV=dir bash benchmarks/gpu_batch.sh lean  # 1 GPU, ~9 min: where prepare's and one judge's time goes on
 #                                            # attention and two dev problems of 6-8 GiB; then the GPU tests
+#   DEV=dir bash benchmarks/gpu_batch.sh reduceconv  # 1 GPU, ~8 min: rewrite:reduce-conv's parts timed
+#                                            # (diag_reduce_conv.py), then optimize --budget 180 on the dev problems
+#                                            # whose convolution output is averaged (level2/44, 13), each then benched
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
 #
@@ -107,6 +110,15 @@ case "${1:-}" in
                 --out "$OUT/port_pallas_h200.json" > "$OUT/port_pallas.txt" 2>&1 ;;
     jaxthreads) timeout 120 python benchmarks/diag_jax_threads.py --out "$OUT/jax_threads_h200.json" \
                 > "$OUT/jax_threads.txt" 2>&1 ;;
+    reduceconv) timeout 100 python benchmarks/diag_reduce_conv.py --out "$OUT/reduce_conv_parts.json" \
+                    > "$OUT/reduce_conv_parts.txt" 2>&1
+                for n in 44 13; do
+                    f=$(ls "${DEV:?set DEV}"/level2/${n}_*.py)
+                    timeout 220 python -m kernelgate optimize "$f" --target cuda --budget 180 --out "/tmp/kg_o$n" --json \
+                        > "$OUT/opt$n.json" 2> "$OUT/opt$n.txt"
+                    ( cd "/tmp/kg_o$n" && timeout 60 python -m kernelgate bench reference.py optimized.py --target cuda \
+                        --json > "$OUT/bench$n.json" 2> "$OUT/bench$n.txt" )
+                done ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;
     sample) { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -116,6 +128,6 @@ case "${1:-}" in
                 --out "${SOUT:?set SOUT}" --resume ${RETRY:+--retry-failed} --only "${ONLY:?set ONLY}" --timeout-per "${TPER:-150}" --json \
                 > "$OUT/summary.json" 2> "$OUT/suite.txt"
             tar czf "$OUT/suite.tgz" --exclude='*/candidates' "$SOUT" ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample|reduceconv" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
