@@ -25,7 +25,7 @@
 #   DEV=dir bash benchmarks/gpu_batch.sh lean  # 1 GPU, ~9 min: where prepare's and one judge's time goes on
 #                                            # attention and two dev problems of 6-8 GiB; then the GPU tests
 #   DEV=dir bash benchmarks/gpu_batch.sh reduceconv  # 1 GPU, ~8 min: rewrite:reduce-conv's parts timed
-#                                            # (diag_reduce_conv.py), then optimize --budget 180 on the dev problems
+#                                            # (diag_reduce_conv.py), then optimize --budget 150 on the dev problems
 #                                            # whose convolution output is averaged (level2/44, 13), each then benched
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
@@ -114,9 +114,9 @@ case "${1:-}" in
                     > "$OUT/reduce_conv_parts.txt" 2>&1
                 for n in 44 13; do
                     f=$(ls "${DEV:?set DEV}"/level2/${n}_*.py)
-                    timeout 220 python -m kernelgate optimize "$f" --target cuda --budget 180 --out "/tmp/kg_o$n" --json \
+                    timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out "/tmp/kg_o$n" --json \
                         > "$OUT/opt$n.json" 2> "$OUT/opt$n.txt"
-                    ( cd "/tmp/kg_o$n" && timeout 60 python -m kernelgate bench reference.py optimized.py --target cuda \
+                    ( cd "/tmp/kg_o$n" && timeout 50 python -m kernelgate bench reference.py optimized.py --target cuda \
                         --json > "$OUT/bench$n.json" 2> "$OUT/bench$n.txt" )
                 done ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
