@@ -208,9 +208,10 @@ def _kg_alg_walk(y, mods, depth=0, terminal=None):
     return None
 
 
-def kg_rewrite_reduce_linear(gm):
-    """A GEMM whose output features are summed or averaged (one dim), through mul/div/add/sub by operands
-    from before the GEMM, each value used once on the way: kg_reduced_linear."""
+def _kg_alg_reduce_rewrite(gm, terminal, call):
+    """Every sum or mean whose input walks back (through mul/div/add/sub by operands from before the start, each
+    value used once on the way) to a node `terminal` recognises, replaced by `call(graph, start, steps,
+    reduction)`'s node (None: left as it is); the steps and the start are erased."""
     mods = dict(gm.named_modules())
     order = {node: i for i, node in enumerate(gm.graph.nodes)}
     n = 0
@@ -218,20 +219,18 @@ def kg_rewrite_reduce_linear(gm):
         red = _kg_alg_reduction(node)
         if red is None or not isinstance(red[0], torch.fx.Node):
             continue
-        found = _kg_alg_walk(red[0], mods)
+        found = _kg_alg_walk(red[0], mods, terminal=terminal)
         if found is None:
             continue
         y, steps, chain = found
-        kind, x, w, b = _kg_alg_gemm(y, mods)
-        # an operand must not depend on the GEMM: a parameter, an input, or a value computed before it
+        # an operand must not depend on the start: a parameter, an input, or a value computed before it
         if any(isinstance(a, torch.fx.Node) and a.op not in ("get_attr", "placeholder") and order[a] > order[y]
                for _, a, _ in steps):
             continue
         with gm.graph.inserting_before(node):
-            w = gm.graph.get_attr(w) if isinstance(w, str) else w
-            b = gm.graph.get_attr(b) if isinstance(b, str) else b
-            new = gm.graph.call_function(kg_reduced_linear, (x, w, b, kind, tuple(steps), red[1],
-                                                             red[2], red[3]))
+            new = call(gm.graph, y, mods, tuple(steps), red)
+        if new is None:
+            continue
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
         for dead in list(reversed(chain)) + [y]:
@@ -239,6 +238,19 @@ def kg_rewrite_reduce_linear(gm):
         gm.graph.eliminate_dead_code()
         n += 1
     return kg_finish(gm, n)
+
+
+def _kg_alg_linear_call(graph, y, mods, steps, red):
+    kind, x, w, b = _kg_alg_gemm(y, mods)
+    w = graph.get_attr(w) if isinstance(w, str) else w
+    b = graph.get_attr(b) if isinstance(b, str) else b
+    return graph.call_function(kg_reduced_linear, (x, w, b, kind, steps, red[1], red[2], red[3]))
+
+
+def kg_rewrite_reduce_linear(gm):
+    """A GEMM whose output features are summed or averaged (one dim), through mul/div/add/sub by operands
+    from before the GEMM, each value used once on the way: kg_reduced_linear."""
+    return _kg_alg_reduce_rewrite(gm, _kg_alg_gemm, _kg_alg_linear_call)
 
 
 # ---------------------------------------------------------------- a convolution summed over its positions
@@ -265,8 +277,9 @@ def _kg_conv_call(x, w, b, kind, stride, padding, dilation, out_pad, groups):
 def _kg_conv_gemm(x, w, kind, stride, padding, dilation, out_pad, groups):
     """The convolution of float64 x (1-2 spatial dims) as one batched matrix product: plain through unfold
     (im2col), transposed through fold (col2im: the products of each input position with every kernel offset, summed
-    where they land). cuBLAS's and MKL's float64 GEMMs run at many times the float64 convolutions' pace (cuDNN's
-    float64 transposed convolution took twice the float32 reference's time on an H100). None where fold cannot
+    where they land). cuBLAS's float64 GEMMs use the tensor cores; cuDNN's float64 convolutions do not (through
+    cuDNN's float64 transposed convolution the rewrite took twice the float32 reference's time on an H100; the GEMM
+    form is not measured on a GPU yet). None where fold cannot
     express it (an output padding of a stride or more)."""
     n = w.dim() - 2
     if n == 1:                           # a 1-D convolution as a 2-D one over a dim of one
@@ -485,39 +498,21 @@ def _kg_conv_module(node, mods):
             *geo, int(m.groups))
 
 
+def _kg_conv_reduce_call(graph, y, mods, steps, red):
+    kind, x, w, b, stride, padding, dilation, out_pad, groups = _kg_conv_module(y, mods)
+    dims = tuple(red[1]) if isinstance(red[1], (list, tuple)) else red[1]
+    if _kg_conv_dims(dims, mods[y.target].weight.dim() - 2) is None:
+        return None
+    w = graph.get_attr(w)
+    b = graph.get_attr(b) if b is not None else None
+    return graph.call_function(kg_reduced_conv, (x, w, b, kind, stride, padding, dilation, out_pad, groups, steps,
+                                                 dims, red[2], red[3]))
+
+
 def kg_rewrite_reduce_conv(gm):
     """A convolution module's output summed or averaged over spatial dims, through mul/div/add/sub by operands
     from before the convolution, each value used once on the way: kg_reduced_conv."""
-    mods = dict(gm.named_modules())
-    order = {node: i for i, node in enumerate(gm.graph.nodes)}
-    n = 0
-    for node in list(gm.graph.nodes):
-        red = _kg_alg_reduction(node)
-        if red is None or not isinstance(red[0], torch.fx.Node):
-            continue
-        found = _kg_alg_walk(red[0], mods, terminal=_kg_conv_module)
-        if found is None:
-            continue
-        y, steps, chain = found
-        kind, x, w, b, stride, padding, dilation, out_pad, groups = _kg_conv_module(y, mods)
-        dims = tuple(red[1]) if isinstance(red[1], (list, tuple)) else red[1]
-        if _kg_conv_dims(dims, mods[y.target].weight.dim() - 2) is None:
-            continue
-        if any(isinstance(a, torch.fx.Node) and a.op not in ("get_attr", "placeholder") and order[a] > order[y]
-               for _, a, _ in steps):
-            continue
-        with gm.graph.inserting_before(node):
-            w = gm.graph.get_attr(w)
-            b = gm.graph.get_attr(b) if b is not None else None
-            new = gm.graph.call_function(kg_reduced_conv, (x, w, b, kind, stride, padding, dilation, out_pad, groups,
-                                                           tuple(steps), dims, red[2], red[3]))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
-        for dead in list(reversed(chain)) + [y]:
-            gm.graph.erase_node(dead)
-        gm.graph.eliminate_dead_code()
-        n += 1
-    return kg_finish(gm, n)
+    return _kg_alg_reduce_rewrite(gm, _kg_conv_module, _kg_conv_reduce_call)
 
 
 # ---------------------------------------------------------------- the kept triangle of a matrix product
