@@ -517,7 +517,7 @@ def optimize(model: str, *, target: str = "cpu", budget: str | float = 300, max_
                               f"{emitted_verdict.message}", Reason.TASK_LOAD)
     # which calls take the fast path (the modes the gate verified); optimized.py's docstring says the same
     result = dataclasses.replace(result, notes=result.notes + (f"optimized.py: {emit_mod.modes_text()}",),
-                                 phases=search.phases.to_json())
+                                 phases=search.phases_json())
     doc = result.to_json()
     doc["emitted_check"] = {"file": emitted.name, "class": spec.cls, "status": emitted_verdict.status.value,
                             "reason": emitted_verdict.reason.value, "message": emitted_verdict.message,

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import native
 from ..config import GateConfig
 from ..sandbox import prebuild
+from . import memory
 from .task import Task
 
 
@@ -25,9 +26,9 @@ def prime_request(task: Task, path: str = "") -> dict:
 
 def spare_options(task: Task, cfg: GateConfig) -> dict:
     """sandbox.Spares's options for a search: the candidates' limits, and the prime sent ahead to each spare,
-    except in the lean memory plan (gate/memory.py), where a spare holds no CUDA context of its own until taken."""
-    lean = bool(getattr(task, "lean", False))
-    return {**worker_limits(task, cfg), "prime": None if lean else prime_request(task),
+    except in a lean memory plan with no room for one more CUDA context (gate/memory.py `spare_primes`), where a
+    spare holds none of its own until taken."""
+    return {**worker_limits(task, cfg), "prime": prime_request(task) if memory.spare_primes(task) else None,
             "prime_timeout": cfg.build_timeout}
 
 

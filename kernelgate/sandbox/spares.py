@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, ClassVar
 
 from .host import Worker
@@ -26,13 +27,24 @@ class Spares:
         self.prime, self.prime_timeout = prime, prime_timeout
         self._spare: Worker | None = None
         self._thread: threading.Thread | None = None
+        self._started = 0.0                 # when the spare now held was started (time.monotonic)
         self.primed_ahead = 0               # spares whose prime finished before they were taken
+        #: one record per take: whether a spare was there, alive, its prime done, its age and the wait (seconds);
+        #: where a search's "worker start" goes (optimize's phases JSON, `spare_takes`)
+        self.takes: list[dict[str, Any]] = []
 
     def take(self, label: str = "candidate") -> Worker:
         """The spare if it is alive (then none is left until refill), else a new, unstarted worker."""
+        t0 = time.monotonic()
+        primed = self._thread is None or not self._thread.is_alive()
         self._settle()
         w, self._spare = self._spare, None
-        if w is None or not w.alive():
+        alive = w is not None and w.alive()
+        self.takes.append({"spare": w is not None, "alive": alive, "primed_ahead": self.prime is not None,
+                           "prime_done": w is not None and primed,
+                           "age_s": round(t0 - self._started, 3) if w is not None else None,
+                           "wait_s": round(time.monotonic() - t0, 3)})
+        if not alive:
             if w is not None:
                 w.close()
             w = Worker(label, output_limit=self.output_limit, memory_limit=self.memory_limit)
@@ -45,6 +57,7 @@ class Spares:
             w = Worker("spare", output_limit=self.output_limit, memory_limit=self.memory_limit)
             w.start()
             self._spare = w
+            self._started = time.monotonic()
             if self.prime is not None:
                 t = threading.Thread(target=self._prime, args=(w,), name="kernelgate-spare-prime", daemon=True)
                 with Spares._lock:

@@ -312,6 +312,12 @@ class Search:
             self.notes.append(f"no fusion estimates: {type(e).__name__}: {e}")
             self.evaluator.estimates = {}
 
+    def phases_json(self) -> dict:
+        """The phases (Phases.to_json) and each take of a spare worker (sandbox/spares.py `takes`: whether one was
+        ready, its prime done, how long it was waited for), which says where "worker start" went."""
+        sp = self.evaluator.spares
+        return {**self.phases.to_json(), "spare_takes": list(sp.takes) if sp is not None else []}
+
     def close(self) -> None:
         with self.phases.timed("cleanup"):
             self.evaluator.close()
@@ -342,5 +348,5 @@ def finalize(search: Search) -> OptimizeResult:
         baseline_ms=base_ms, eager=eager, compiled=compiled, best=best_ev, final=final, best_ms=best_ms,
         evaluations=history, conditions=conditions(t.device),
         contract=tuple(t.contract.assumptions()), notes=tuple(search.notes),
-        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations), phases=search.phases.to_json(),
+        seconds=search.planner.elapsed(), confirmations=tuple(search.confirmations), phases=search.phases_json(),
         floor=t.floor.to_json() if getattr(t, "floor", None) is not None else None)

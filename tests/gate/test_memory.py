@@ -343,3 +343,31 @@ def test_the_poison_is_two_outputs_worth_on_a_gpu_and_one_on_the_cpu_or_in_the_l
     assert memory.poison_bytes(T("cuda", False)) == 2 << 24
     assert memory.poison_bytes(T("cuda:0", True)) == 1 << 24
     assert memory.poison_bytes(T("cpu", False)) == 1 << 24
+
+
+def test_spares_prime_ahead_unless_a_lean_plan_has_no_room_for_one_more_context():
+    """A spare takes its CUDA context before it is taken (its prime hidden behind the current candidate) outside the
+    lean plan, and in it where the gate's peak, the resident processes and one more context fit; the prime is sent
+    ahead exactly then (gate/workers.py `spare_options`)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelgate.gate.workers import spare_options
+    gib = 1 << 30
+    cfg = gate_config()
+
+    def task(lean, peak, home, ins_gib=0.25, capacity=80 * gib):
+        plan = memory.Plan(lean, home, peak, capacity, "test")
+        given = [torch.empty(1).expand(int(ins_gib * gib) // 4)]       # a size without the memory
+        return SimpleNamespace(memory=plan, lean=lean, given=given, device="cuda:0")
+
+    assert memory.spare_primes(SimpleNamespace(memory=None, lean=False))
+    assert memory.spare_primes(task(False, 20 * gib, "cuda:0"))
+    assert memory.spare_primes(task(True, int(1.2 * gib), "cuda:0"))           # just over LEAN_ABOVE: room to spare
+    assert memory.spare_primes(task(True, 12 * gib, "cpu", ins_gib=4))          # data on the host: 63.5 GiB of 64
+    assert not memory.spare_primes(task(True, 12 * gib, "cuda:0", ins_gib=4))   # and 18 GiB of inputs: no room
+    assert not memory.spare_primes(task(True, 16 * gib, "cpu"))                 # 80 GiB of forwards alone
+    assert not memory.spare_primes(task(True, None, "cpu"))                     # peak not measured
+    assert spare_options(task(True, int(1.2 * gib), "cuda:0"), cfg)["prime"]["op"] == "prime"
+    assert spare_options(task(True, 16 * gib, "cpu"), cfg)["prime"] is None

@@ -69,6 +69,9 @@ def test_spares_start_ahead_and_are_never_shared():
     sp._spare.proc.wait()
     fresh = sp.take()
     assert fresh.proc is None                          # the dead spare was not handed out
+    # each take says whether a spare was there and alive (where a search's "worker start" went)
+    assert [(t["spare"], t["alive"]) for t in sp.takes] == [(True, True), (False, False), (True, False)]
+    assert sp.takes[0]["age_s"] >= 0 and sp.takes[1]["age_s"] is None and all(t["wait_s"] >= 0 for t in sp.takes)
     sp.refill()
     left = sp._spare
     sp.close()
@@ -91,6 +94,7 @@ def test_a_spare_is_primed_ahead_and_the_timer_waits_for_primes_in_flight():
     Spares.quiet()
     assert not Spares._priming and sp.primed_ahead == 1
     w = sp.take()
+    assert sp.takes[-1]["primed_ahead"] and sp.takes[-1]["prime_done"] and sp.takes[-1]["alive"]
     try:
         t = time.monotonic()
         reply = w.request({"op": "prime", "device": "cpu", "jax": False, "native": native.ensure()}, 60)
