@@ -27,6 +27,8 @@
 #   DEV=dir bash benchmarks/gpu_batch.sh reduceconv  # 1 GPU, ~8 min: rewrite:reduce-conv's parts timed
 #                                            # (diag_reduce_conv.py), then optimize --budget 150 on the dev problems
 #                                            # whose convolution output is averaged (level2/44, 13), each then benched
+#   DEV=dir bash benchmarks/gpu_batch.sh spares      # 1 GPU, ~9 min: reduce-conv's parts, a search's spare takes
+#                                            # (optimize --budget 150 on level2/44, then bench), the GPU corpus
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
 #
@@ -116,9 +118,20 @@ case "${1:-}" in
                     f=$(ls "${DEV:?set DEV}"/level2/${n}_*.py)
                     timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out "/tmp/kg_o$n" --json \
                         > "$OUT/opt$n.json" 2> "$OUT/opt$n.txt"
-                    ( cd "/tmp/kg_o$n" && timeout 50 python -m kernelgate bench reference.py optimized.py --target cuda \
-                        --json > "$OUT/bench$n.json" 2> "$OUT/bench$n.txt" )
+                    timeout 50 python -m kernelgate bench "/tmp/kg_o$n/reference.py" "/tmp/kg_o$n/optimized.py" \
+                        --target cuda --json > "$OUT/bench$n.json" 2> "$OUT/bench$n.txt"
                 done ;;
+    spares) # where a GPU search's worker start goes (phases' spare_takes), on level2/44 (a lean plan just over
+            # 1 GiB), with rewrite:reduce-conv's parts first and the GPU red-team corpus after
+            timeout 100 python benchmarks/diag_reduce_conv.py --out "$OUT/reduce_conv_parts.json" \
+                > "$OUT/reduce_conv_parts.txt" 2>&1
+            f=$(ls "${DEV:?set DEV}"/level2/44_*.py)
+            timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out /tmp/kg_o44 --json \
+                > "$OUT/opt44.json" 2> "$OUT/opt44.txt"
+            timeout 50 python -m kernelgate bench /tmp/kg_o44/reference.py /tmp/kg_o44/optimized.py --target cuda \
+                --json > "$OUT/bench44.json" 2> "$OUT/bench44.txt"
+            timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
+                > "$OUT/corpus_gpu.txt" 2>&1 ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;
     sample) { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -128,6 +141,6 @@ case "${1:-}" in
                 --out "${SOUT:?set SOUT}" --resume ${RETRY:+--retry-failed} --only "${ONLY:?set ONLY}" --timeout-per "${TPER:-150}" --json \
                 > "$OUT/summary.json" 2> "$OUT/suite.txt"
             tar czf "$OUT/suite.tgz" --exclude='*/candidates' "$SOUT" ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample|reduceconv" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample|reduceconv|spares" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
