@@ -82,12 +82,12 @@ def measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Tim
             say, deadline: float | None = None, bystanders: tuple[Session, ...] = ()
             ) -> tuple[dict[str, Timing], dict[str, Verdict]]:
     """See _measure; `bystanders`: other live workers (a candidate waiting to be timed next), frozen throughout,
-    as are extension builders (sandbox/prebuild.py); a spare worker's prime in flight is waited for (sandbox/spares.py)."""
-    Spares.quiet()
+    as are extension builders (sandbox/prebuild.py) and spare workers with a prime in flight (sandbox/spares.py)."""
     for b in bystanders:
         b.pause()
     try:
-        with prebuild.paused():             # extension builds ahead of their candidates wait meanwhile
+        # extension builds ahead of their candidates, and spares' primes, wait meanwhile
+        with prebuild.paused(), Spares.held():
             return _measure(task, sessions, cfg, tcfg, say, deadline)
     finally:
         for b in bystanders:

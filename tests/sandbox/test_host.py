@@ -81,10 +81,10 @@ def test_spares_start_ahead_and_are_never_shared():
 
 
 @pytest.mark.slow
-def test_a_spare_is_primed_ahead_and_the_timer_waits_for_primes_in_flight():
-    """With `prime`, a spare's prime runs while the caller works; `quiet` (the timer's call) returns only once no
-    prime is running; the spare taken is primed (its second prime is a no-op's cost); a spare whose prime fails
-    is never handed out."""
+def test_a_spare_is_primed_ahead_and_the_timer_holds_primes_in_flight():
+    """With `prime`, a spare's prime runs while the caller works; `quiet` returns only once no prime is running;
+    `held` (the timer's block) stops a spare whose prime is in flight and lets it go on after; the spare taken is
+    primed (its second prime is a no-op's cost); a spare whose prime fails is never handed out."""
     import time
     from kernelgate import native
     from kernelgate.sandbox import Spares
@@ -101,6 +101,18 @@ def test_a_spare_is_primed_ahead_and_the_timer_waits_for_primes_in_flight():
         assert reply["ok"] and time.monotonic() - t < 5
     finally:
         w.close()
+    # the timer's block: a spare with its prime in flight is stopped throughout (every process of its tree) and
+    # goes on afterwards; its prime then finishes
+    sp.refill()
+    spare = sp._spare
+    with Spares.held():
+        states = set(spare.processes().values())
+        assert states and states <= set("TtZX") and spare.frozen
+        time.sleep(0.3)
+        assert Spares._priming                          # held, not finished
+    assert not spare.frozen
+    Spares.quiet()
+    assert sp.primed_ahead == 2 and spare.alive()
     bad = Spares(prime={"op": "prime", "device": "nonsense-device", "jax": False, "native": native.ensure()})
     bad.refill()
     failed = bad._spare
@@ -110,6 +122,7 @@ def test_a_spare_is_primed_ahead_and_the_timer_waits_for_primes_in_flight():
     assert fresh is not failed and fresh.proc is None   # a new, unstarted worker instead
     fresh.close()
     bad.close()
+    sp.close()
 
 
 SPINNER = '''
