@@ -29,6 +29,8 @@
 #                                            # whose convolution output is averaged (level2/44, 13), each then benched
 #   DEV=dir bash benchmarks/gpu_batch.sh spares      # 1 GPU, ~9 min: reduce-conv's parts, a search's spare takes
 #                                            # (optimize --budget 150 on level2/44, then bench), the GPU corpus
+#   DEV=dir bash benchmarks/gpu_batch.sh held        # 1 GPU, ~9 min: the same search with spares held while timing,
+#                                            # then the GPU tests
 #   bash benchmarks/gpu_batch.sh check       # 2 GPUs, ~4 min: GPU 1 the GPU tests; GPU 0 torch.compile over the
 #                                            # generated GEMM, then kept vs fresh baseline workers
 #
@@ -132,6 +134,14 @@ case "${1:-}" in
                 --json > "$OUT/bench44.json" 2> "$OUT/bench44.txt"
             timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
                 > "$OUT/corpus_gpu.txt" 2>&1 ;;
+    held) # a search's phases with spares primed ahead and held during measurements (level2/44 at --budget 150,
+          # then bench), then the GPU tests
+          f=$(ls "${DEV:?set DEV}"/level2/44_*.py)
+          timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out /tmp/kg_o44 --json \
+              > "$OUT/opt44.json" 2> "$OUT/opt44.txt"
+          timeout 50 python -m kernelgate bench /tmp/kg_o44/reference.py /tmp/kg_o44/optimized.py --target cuda \
+              --json > "$OUT/bench44.json" 2> "$OUT/bench44.txt"
+          timeout 330 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;
     sample) { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -141,6 +151,6 @@ case "${1:-}" in
                 --out "${SOUT:?set SOUT}" --resume ${RETRY:+--retry-failed} --only "${ONLY:?set ONLY}" --timeout-per "${TPER:-150}" --json \
                 > "$OUT/summary.json" 2> "$OUT/suite.txt"
             tar czf "$OUT/suite.tgz" --exclude='*/candidates' "$SOUT" ;;
-    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample|reduceconv|spares" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_batch.sh suite-a|suite-b|suite-all|check|trust|honest|gputests|memory|lean|plans|window|pallas|jaxthreads|prebuild|sample|reduceconv|spares|held" >&2; exit 2 ;;
 esac
 for f in "$OUT"/*.txt; do echo "== $f"; tail -n 6 "$f"; done
