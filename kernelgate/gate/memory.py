@@ -83,12 +83,12 @@ def kept_outputs(task: Any, processes: int = 3) -> int | None:
 LEAN_PEAK_FORWARDS = 5.0
 
 
-def spare_primes(task: Any) -> bool:
+def spare_primes(task: Any, spares: int = 1) -> bool:
     """Whether a spare worker may take its CUDA context before it is taken (sandbox/spares.py: primed ahead, else
     each candidate's worker start pays the prime: 4.8-7.3 s a candidate on an H100, level2/44 and level2/13 of the
     dev problems, forwards just over LEAN_ABOVE). Always outside the lean plan; in it where the gate's peak
     (LEAN_PEAK_FORWARDS forwards, and HOME_INPUTS inputs' worth where the judge keeps its data on the device), the
-    RESIDENT processes' contexts and the spare's own fit in FIT of the device."""
+    RESIDENT processes' contexts and the `spares`' own fit in FIT of the device."""
     plan = getattr(task, "memory", None)
     if plan is None or not plan.lean:
         return True
@@ -96,7 +96,7 @@ def spare_primes(task: Any) -> bool:
         return False
     ins = sum(x.numel() * x.element_size() for x in task.given if isinstance(x, torch.Tensor)) \
         if plan.home != "cpu" else 0
-    need = LEAN_PEAK_FORWARDS * plan.ref_peak + HOME_INPUTS * ins + (RESIDENT + 1) * CONTEXT
+    need = LEAN_PEAK_FORWARDS * plan.ref_peak + HOME_INPUTS * ins + (RESIDENT + spares) * CONTEXT
     return need <= FIT * plan.capacity
 
 

@@ -24,13 +24,21 @@ def prime_request(task: Task, path: str = "") -> dict:
             "native": native.ensure()}      # the harness's C mixes (kernelgate/native.py)
 
 
-def spare_options(task: Task, cfg: GateConfig) -> dict:
-    """sandbox.Spares's options for a search: the candidates' limits, and the prime sent ahead to each spare,
-    except in a lean memory plan with no room for one more CUDA context (gate/memory.py `spare_primes`), where a
-    spare holds none of its own until taken."""
-    return {**worker_limits(task, cfg), "prime": prime_request(task) if memory.spare_primes(task) else None,
-            "prime_timeout": cfg.build_timeout}
+#: spares kept started on a GPU, each priming ahead: a prime there (CUDA context, the profiler's first use, the
+#: digest kernels) took 4.8 s after 2.7 s of imports on an H100, longer than one small candidate's build, trials and
+#: re-check (4-6 s); with one spare each candidate still waited 3.6-7.7 s for it (h100_spares_reduce_conv_session38.json)
+GPU_SPARES = 2
 
+
+def spare_options(task: Task, cfg: GateConfig) -> dict:
+    """sandbox.Spares's options for a search: the candidates' limits, the prime sent ahead to each spare, and how
+    many spares are kept started (GPU_SPARES on a GPU, one on the CPU, where a prime is a small part of a
+    candidate's checks); in a lean memory plan with no room for the spares' CUDA contexts (gate/memory.py
+    `spare_primes`) one spare, holding none until taken."""
+    depth = GPU_SPARES if str(task.device).startswith("cuda") else 1
+    primes = memory.spare_primes(task, depth)
+    return {**worker_limits(task, cfg), "prime": prime_request(task) if primes else None,
+            "prime_timeout": cfg.build_timeout, "depth": depth if primes else 1}
 
 
 def uses_jax(path: str) -> bool:

@@ -26,27 +26,34 @@ class Spares:
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, *, output_limit: int = 4 << 20, memory_limit: int | None = None,
-                 prime: dict[str, Any] | None = None, prime_timeout: float = 300.0):
+                 prime: dict[str, Any] | None = None, prime_timeout: float = 300.0, depth: int = 1):
         self.output_limit, self.memory_limit = output_limit, memory_limit
         self.prime, self.prime_timeout = prime, prime_timeout
-        self._spare: Worker | None = None
-        self._thread: threading.Thread | None = None
-        self._started = 0.0                 # when the spare now held was started (time.monotonic)
+        #: spares kept started at once: a prime longer than one candidate's build and trials (a GPU's) finishes
+        #: within two when there are two
+        self.depth = max(1, int(depth))
+        self._ready: list[tuple[Worker, threading.Thread | None, float]] = []   # (spare, its prime, started at)
         self.primed_ahead = 0               # spares whose prime finished before they were taken
         #: one record per take: whether a spare was there, alive, its prime done, its age and the wait (seconds);
         #: where a search's "worker start" goes (optimize's phases JSON, `spare_takes`)
         self.takes: list[dict[str, Any]] = []
 
+    @property
+    def _spare(self) -> Worker | None:
+        """The spare the next take gets (the oldest)."""
+        return self._ready[0][0] if self._ready else None
+
     def take(self, label: str = "candidate") -> Worker:
-        """The spare if it is alive (then none is left until refill), else a new, unstarted worker."""
+        """The oldest spare if it is alive (its prime in flight waited for), else a new, unstarted worker."""
         t0 = time.monotonic()
-        primed = self._thread is None or not self._thread.is_alive()
-        self._settle()
-        w, self._spare = self._spare, None
+        w, thread, started = self._ready.pop(0) if self._ready else (None, None, 0.0)
+        primed = thread is None or not thread.is_alive()
+        if thread is not None:
+            thread.join()
         alive = w is not None and w.alive()
         self.takes.append({"spare": w is not None, "alive": alive, "primed_ahead": self.prime is not None,
                            "prime_done": w is not None and primed,
-                           "age_s": round(t0 - self._started, 3) if w is not None else None,
+                           "age_s": round(t0 - started, 3) if w is not None else None,
                            "wait_s": round(time.monotonic() - t0, 3)})
         if not alive:
             if w is not None:
@@ -56,18 +63,17 @@ class Spares:
         return w
 
     def refill(self) -> None:
-        """Start the next spare now (its start-up, and its prime when given, run while the caller works)."""
-        if self._spare is None:
+        """Start spares up to `depth` now (their start-up, and their prime when given, run while the caller works)."""
+        while len(self._ready) < self.depth:
             w = Worker("spare", output_limit=self.output_limit, memory_limit=self.memory_limit)
             w.start()
-            self._spare = w
-            self._started = time.monotonic()
+            t = None
             if self.prime is not None:
                 t = threading.Thread(target=self._prime, args=(w,), name="kernelgate-spare-prime", daemon=True)
                 with Spares._lock:
                     Spares._priming[t] = w
-                self._thread = t
                 t.start()
+            self._ready.append((w, t, time.monotonic()))
 
     def _prime(self, w: Worker) -> None:
         try:
@@ -79,15 +85,10 @@ class Spares:
             with Spares._lock:
                 Spares._priming.pop(threading.current_thread(), None)
 
-    def _settle(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
     @classmethod
     def quiet(cls) -> None:
-        """Wait until no spare's prime is running (any Spares of this process): the timer's call before a
-        measurement."""
+        """Wait until no spare's prime is running (any Spares of this process). The timer holds primes instead
+        (`held`)."""
         with cls._lock:
             running = list(cls._priming)
         for t in running:
@@ -110,7 +111,8 @@ class Spares:
                 w.thaw()
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
-        self._settle()
+        ready, self._ready = self._ready, []
+        for w, t, _ in ready:
+            w.close()
+            if t is not None:
+                t.join()

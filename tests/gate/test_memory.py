@@ -369,5 +369,13 @@ def test_spares_prime_ahead_unless_a_lean_plan_has_no_room_for_one_more_context(
     assert not memory.spare_primes(task(True, 12 * gib, "cuda:0", ins_gib=4))   # and 18 GiB of inputs: no room
     assert not memory.spare_primes(task(True, 16 * gib, "cpu"))                 # 80 GiB of forwards alone
     assert not memory.spare_primes(task(True, None, "cpu"))                     # peak not measured
-    assert spare_options(task(True, int(1.2 * gib), "cuda:0"), cfg)["prime"]["op"] == "prime"
-    assert spare_options(task(True, 16 * gib, "cpu"), cfg)["prime"] is None
+    roomy = spare_options(task(True, int(1.2 * gib), "cuda:0"), cfg)
+    assert roomy["prime"]["op"] == "prime" and roomy["depth"] == 2                # two spares priming on a GPU
+    tight = spare_options(task(True, 16 * gib, "cpu"), cfg)
+    assert tight["prime"] is None and tight["depth"] == 1
+    # the spares' contexts count: 5 x 12.15 GiB of forwards and 5 contexts leave room for one more, not two
+    edge = task(True, int(12.15 * gib), "cpu")
+    assert memory.spare_primes(edge, 1) and not memory.spare_primes(edge, 2)
+    assert spare_options(edge, cfg)["prime"] is None
+    cpu = SimpleNamespace(memory=None, lean=False, device="cpu")
+    assert spare_options(cpu, cfg)["depth"] == 1 and spare_options(cpu, cfg)["prime"]["op"] == "prime"

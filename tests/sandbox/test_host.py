@@ -80,6 +80,23 @@ def test_spares_start_ahead_and_are_never_shared():
 
 
 
+def test_spares_keep_depth_workers_started_and_hand_out_the_oldest():
+    """With depth 2, refill starts two; take hands out the one started first and refill tops up again; close
+    stops every one left."""
+    from kernelgate.sandbox import Spares
+    sp = Spares(depth=2)
+    sp.refill()
+    first, second = (w for w, _, _ in sp._ready)
+    assert first is not second and all(w.proc is not None and w.proc.poll() is None for w in (first, second))
+    assert sp.take() is first and sp._spare is second
+    sp.refill()
+    third = sp._ready[1][0]
+    assert len(sp._ready) == 2 and sp._spare is second and third not in (first, second)
+    sp.close()
+    assert not sp._ready and all(w.proc.poll() is not None for w in (second, third))
+    first.close()
+
+
 @pytest.mark.slow
 def test_a_spare_is_primed_ahead_and_the_timer_holds_primes_in_flight():
     """With `prime`, a spare's prime runs while the caller works; `quiet` returns only once no prime is running;
