@@ -167,7 +167,6 @@ def gate_like(ref_mod, cand_rel, contract=None, trials=KINDS, seed=123):
     ref64 = copy.deepcopy(ref).double()
     cand = build_cand(load(cand_rel), ref_mod, state)
     base = given_inputs(ref_mod, seed=7)
-    u = 2.0 ** -24
     for kind in trials:
         xs = widen(base, kind, gen, domain)
         g = run(ref64, [x.double() if isinstance(x, torch.Tensor) else x for x in xs])
@@ -186,9 +185,13 @@ def gate_like(ref_mod, cand_rel, contract=None, trials=KINDS, seed=123):
         bmax, bmean, bfro = max(e[0] for e in eb), max(e[1] for e in eb), max(e[2] for e in eb)
         cmax, cmean, cfro = errs(c[fin], g[fin])
         gabs = g[fin].abs()
+        # the gate's floors (gate/correctness.py): 8 unit roundoffs of the output's dtype, one for the mean and the
+        # Frobenius norm of an fp16/bf16 output (an fp32 floor on a bf16 task refused honest bf16 code the gate takes)
+        u = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}.get(c.dtype, 2.0 ** -24)
+        spread = 1 * u if c.dtype in (torch.float16, torch.bfloat16) else 8 * u
         tmax = 2 * bmax + 8 * u * float(gabs.max())
-        tmean = 1.5 * bmean + 8 * u * float(gabs.mean())
-        tfro = 2 * bfro + 8 * u
+        tmean = 1.5 * bmean + spread * float(gabs.mean())
+        tfro = 2 * bfro + spread
         if cmax > tmax or cmean > tmean or cfro > tfro:
             return False, (f"{kind}: max {cmax:.3g}/{tmax:.3g} mean {cmean:.3g}/{tmean:.3g} "
                            f"fro {cfro:.3g}/{tfro:.3g}")
