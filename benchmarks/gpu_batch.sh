@@ -62,6 +62,15 @@ suite() {   # GPU, part number, comma list of workloads
     tar czf "$OUT/out$2.tgz" --exclude='*/candidates' -C /tmp "kg_s$1"
 }
 
+optbench() {    # optimize --budget 150 on the dev problem level2/$1, then bench of the module it emitted
+    local f
+    f=$(ls "${DEV:?set DEV}"/level2/"$1"_*.py)
+    timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out "/tmp/kg_o$1" --json \
+        > "$OUT/opt$1.json" 2> "$OUT/opt$1.txt"
+    timeout 50 python -m kernelgate bench "/tmp/kg_o$1/reference.py" "/tmp/kg_o$1/optimized.py" --target cuda \
+        --json > "$OUT/bench$1.json" 2> "$OUT/bench$1.txt"
+}
+
 lowprec() {
     export CUDA_VISIBLE_DEVICES=1
     pin 1 timeout 150 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1
@@ -116,31 +125,17 @@ case "${1:-}" in
                 > "$OUT/jax_threads.txt" 2>&1 ;;
     reduceconv) timeout 100 python benchmarks/diag_reduce_conv.py --out "$OUT/reduce_conv_parts.json" \
                     > "$OUT/reduce_conv_parts.txt" 2>&1
-                for n in 44 13; do
-                    f=$(ls "${DEV:?set DEV}"/level2/${n}_*.py)
-                    timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out "/tmp/kg_o$n" --json \
-                        > "$OUT/opt$n.json" 2> "$OUT/opt$n.txt"
-                    timeout 50 python -m kernelgate bench "/tmp/kg_o$n/reference.py" "/tmp/kg_o$n/optimized.py" \
-                        --target cuda --json > "$OUT/bench$n.json" 2> "$OUT/bench$n.txt"
-                done ;;
+                for n in 44 13; do optbench "$n"; done ;;
     spares) # where a GPU search's worker start goes (phases' spare_takes), on level2/44 (a lean plan just over
             # 1 GiB), with rewrite:reduce-conv's parts first and the GPU red-team corpus after
             timeout 100 python benchmarks/diag_reduce_conv.py --out "$OUT/reduce_conv_parts.json" \
                 > "$OUT/reduce_conv_parts.txt" 2>&1
-            f=$(ls "${DEV:?set DEV}"/level2/44_*.py)
-            timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out /tmp/kg_o44 --json \
-                > "$OUT/opt44.json" 2> "$OUT/opt44.txt"
-            timeout 50 python -m kernelgate bench /tmp/kg_o44/reference.py /tmp/kg_o44/optimized.py --target cuda \
-                --json > "$OUT/bench44.json" 2> "$OUT/bench44.txt"
+            optbench 44
             timeout 200 python tests/corpus/run_corpus.py --gpu-only --json "$OUT/corpus_gpu.json" \
                 > "$OUT/corpus_gpu.txt" 2>&1 ;;
     held) # a search's phases with spares primed ahead and held during measurements (level2/44 at --budget 150,
           # then bench), then the GPU tests
-          f=$(ls "${DEV:?set DEV}"/level2/44_*.py)
-          timeout 190 python -m kernelgate optimize "$f" --target cuda --budget 150 --out /tmp/kg_o44 --json \
-              > "$OUT/opt44.json" 2> "$OUT/opt44.txt"
-          timeout 50 python -m kernelgate bench /tmp/kg_o44/reference.py /tmp/kg_o44/optimized.py --target cuda \
-              --json > "$OUT/bench44.json" 2> "$OUT/bench44.txt"
+          optbench 44
           timeout 330 python -m pytest -q -m gpu tests -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1 ;;
     prebuild) timeout 300 python benchmarks/prebuild_cache.py --target cuda --out "$OUT/prebuild_cache_h200.json" \
                 > "$OUT/prebuild.txt" 2>&1 ;;

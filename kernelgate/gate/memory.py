@@ -65,6 +65,11 @@ def poison_bytes(task: Any) -> int:
     return (1 if once else 2) * task.out_bytes()
 
 
+def given_bytes(task: Any) -> int:
+    """The bytes of the task's given input tensors."""
+    return sum(x.numel() * x.element_size() for x in task.given if isinstance(x, torch.Tensor))
+
+
 def kept_outputs(task: Any, processes: int = 3) -> int | None:
     """Steps a timed batch of the lean plan may have: the worker keeps every step's outputs until the judge, after
     the batch, picks which to re-check, beside its pool entry and its input buffer (a task's inputs each) and the
@@ -73,7 +78,7 @@ def kept_outputs(task: Any, processes: int = 3) -> int | None:
     plan = getattr(task, "memory", None)
     if plan is None or not plan.lean or not plan.ref_peak:
         return None
-    ins = sum(x.numel() * x.element_size() for x in task.given if isinstance(x, torch.Tensor))
+    ins = given_bytes(task)
     room = BOUND * plan.ref_peak - 2 * ins - processes * CONTEXT
     return max(2, int(room // max(task.out_bytes(), 1)))
 
@@ -94,8 +99,7 @@ def spare_primes(task: Any, spares: int = 1) -> bool:
         return True
     if not plan.ref_peak or not plan.capacity:
         return False
-    ins = sum(x.numel() * x.element_size() for x in task.given if isinstance(x, torch.Tensor)) \
-        if plan.home != "cpu" else 0
+    ins = given_bytes(task) if plan.home != "cpu" else 0
     need = LEAN_PEAK_FORWARDS * plan.ref_peak + HOME_INPUTS * ins + (RESIDENT + spares) * CONTEXT
     return need <= FIT * plan.capacity
 
