@@ -48,7 +48,7 @@ class Harness:
         self.threads0, self.ref_path = candidate_threads(), ""
         self.batch: list[list[torch.Tensor]] = []          # outputs of the last timed batch, by iteration
         self.pool: list[list[Any]] = []
-        self.scalable: list[Any] = []         # per input: True, False or a domain [low, high] (loop.fresh)
+        self.scalable: list[Any] = []         # per input: how its timed values are drawn (loop.fresh)
         self.rms: list[list[float]] = []
         self.lean = False                     # the lean memory plan's timed calls (op_pool)
         self.slots: dict[tuple[int, int], torch.Tensor] = {}   # (input, slot) -> the buffer calls write into

@@ -184,6 +184,55 @@ def get_init_inputs():
     assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
 
 
+def _prepared(write, name, body):
+    from kernelgate import workload
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Contract
+    src = "import torch\nimport torch.nn as nn\n" + body + "\ndef get_init_inputs():\n    return []\n"
+    return task_mod.prepare(workload.Spec.parse(write(name, src), "Model"), "cpu", Contract())
+
+
+def test_timed_floats_are_drawn_fresh_where_the_references_outputs_stay_put(write):
+    """Red team 32's certified memo: an argmax that the timed loop's scale and noise do not move let an earlier
+    answer serve later timed calls. There the float inputs are drawn fresh (FRESH); an output that moves with
+    its inputs keeps them scaled and noised; a still output whose reference refuses fresh draws (NaN from a
+    square root of negatives) keeps them too."""
+    from kernelgate.gate import task as task_mod
+    argmax = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("p", torch.randn(256, 32, generator=torch.Generator().manual_seed(1)))
+    def forward(self, x):
+        return torch.argmax(x @ self.p.T, dim=1)
+def get_inputs():
+    protos = torch.randn(256, 32, generator=torch.Generator().manual_seed(1))
+    return [protos[torch.randint(0, 256, (16,))] * 3 + 0.1 * torch.randn(16, 32)]
+"""
+    linear = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 8)
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+def get_inputs():
+    return [torch.randn(16, 32)]
+"""
+    rooted = """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.floor(torch.sqrt(x) * 2)
+def get_inputs():
+    return [torch.rand(16, 32) + 1.0]
+"""
+    got = {}
+    for name, body in (("argmax", argmax), ("linear", linear), ("rooted", rooted)):
+        t = _prepared(write, name + ".py", body)
+        _, got[name] = task_mod.timing_pool(t, 2, torch.Generator().manual_seed(0))
+    assert got == {"argmax": [timing.FRESH], "linear": [True], "rooted": [True]}
+
+
 def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
     """Red team 22: a timestep shared by the batch (every element equal) is its own bootstrap; drawn over its
     inferred range, it changes every iteration."""
@@ -316,3 +365,15 @@ def test_integer_inputs_are_resampled_on_the_gpu_and_rebuilt_exactly():
     assert torch.equal(a[0], again[0]) and torch.equal(a[1], again[1])
     assert not torch.equal(a[0], b[0]) and a[0].device.type == "cuda"
     assert set(a[0].unique().tolist()) <= set(idx.unique().tolist())
+
+
+@pytest.mark.gpu
+def test_inputs_drawn_fresh_on_the_gpu_are_rebuilt_exactly_and_keep_nothing_of_the_entry():
+    x = torch.randn(128, 64, device="cuda") * 3 + 0.5
+    ok = [timing.FRESH]
+    r = timing.rms([x], ok)
+    a, again = timing.fresh([x], 1.1, 5, ok, r, "cuda")[0], timing.fresh([x], 1.1, 5, ok, r, "cuda")[0]
+    b = timing.fresh([x], 1.1, 6, ok, r, "cuda")[0]
+    assert torch.equal(a, again) and not torch.equal(a, b) and a.device.type == "cuda"
+    assert abs(float(a.pow(2).mean().sqrt()) / (1.1 * r[0]) - 1) < 0.05
+    assert abs(float(torch.corrcoef(torch.stack([a.flatten(), x.flatten()]))[0, 1])) < 0.05

@@ -68,13 +68,34 @@ def test_inputs_with_a_declared_domain_move_inside_it_every_iteration():
             assert float((y.float() - x.float()).abs().mean()) > 1e-3, dom
 
 
+def test_inputs_drawn_fresh_keep_nothing_of_the_pool_entry():
+    """FRESH (still outputs: gate/task.py `drawn_fresh`): values at the entry's RMS times the scale, uncorrelated
+    with the entry and with each other, rebuilt bit for bit from the seed (float32 through the C pass, float16
+    through torch's ops); a bounded domain marked FRESH gets fresh uniform values over it."""
+    x = torch.randn(128, 64) * 3 + 0.5
+    for xs in (x, x.half()):
+        ok = [timing.FRESH]
+        r = timing.rms([xs], ok)
+        assert r[0] > 0
+        a, b = (timing.fresh([xs], 1.2, seed, ok, r, "cpu")[0] for seed in (5, 6))
+        assert a.dtype == xs.dtype and torch.equal(a, timing.fresh([xs], 1.2, 5, ok, r, "cpu")[0])
+        af, bf, xf = a.float().flatten(), b.float().flatten(), xs.float().flatten()
+        assert abs(float(af.pow(2).mean().sqrt()) / (1.2 * r[0]) - 1) < 0.05
+        for u, v in ((af, xf), (af, bf)):
+            corr = float(torch.corrcoef(torch.stack([u, v]))[0, 1])
+            assert abs(corr) < 0.05, corr
+    d = torch.rand(64, 32) * 0.1                       # the entry sits in a corner of [0, 1]
+    y = timing.fresh([d], 1.0, 9, [[0.0, 1.0, timing.FRESH]], [0.0], "cpu")[0]
+    assert bool((y >= 0).all()) and bool((y <= 1).all()) and abs(float(y.mean()) - 0.5) < 0.05
+
+
 def test_the_timing_pool_varies_declared_domains_and_copies_integers_the_reference_refuses_redrawn():
     from types import SimpleNamespace
 
     from kernelgate.gate.task import timing_pool
     from kernelgate.records import Contract, Domain
     xs = [torch.rand(4, 4), torch.rand(4, 4), torch.arange(4), torch.rand(4)]
-    task = SimpleNamespace(inputs=lambda seed: [x.clone() for x in xs], oracle=SimpleNamespace(resampled={}), contract=Contract(
+    task = SimpleNamespace(inputs=lambda seed: [x.clone() for x in xs], oracle=SimpleNamespace(resampled={}, drawn_fresh={}), contract=Contract(
         domain=((1, Domain(-1.0, 1.0)), (3, Domain(float("-inf"), float("inf"))))))
     pool, scalable = timing_pool(task, 2, torch.Generator().manual_seed(0))
     assert len(pool) == 2 and scalable == [True, [-1.0, 1.0], False, True]
