@@ -216,3 +216,26 @@ def test_magnitudes_are_one_signed_and_complex_ones_real_valued():
     assert w.dtype == torch.complex64 and bool((w.imag == 0).all()) and torch.allclose(w.real, z.abs())
     assert torch.equal(m, n)
     assert "magnitudes" in workload.TRIAL_KINDS
+
+
+def test_moments_and_perturb_leave_fp64_tensors_as_they_were():
+    """moments squared an fp64 tensor in place (its float64 chunk is the tensor itself), and perturb's chunks
+    would add to it: both read their inputs only."""
+    x = torch.randn(1000, dtype=torch.float64)
+    kept = x.clone()
+    _, std, _ = workload.moments(x)
+    assert torch.equal(x, kept) and abs(std - float(kept.std())) < 1e-12
+    state = {"w": x, "scale": kept.abs() + 0.5}
+    before = {k: v.clone() for k, v in state.items()}
+    out = workload.perturb(state, torch.Generator().manual_seed(0))
+    assert all(torch.equal(state[k], before[k]) for k in state)
+    assert not torch.equal(out["w"], x) and bool((out["scale"] > 0).all())
+
+
+def test_perturb_works_a_chunk_at_a_time_over_large_tensors(monkeypatch):
+    monkeypatch.setattr(workload, "CHUNK", 64)
+    w = torch.randn(10, 33)
+    out = workload.perturb({"w": w, "v": torch.rand(100) + 1}, torch.Generator().manual_seed(1))["w"]
+    assert out.shape == w.shape and out.dtype == w.dtype
+    d = (out - w).flatten()
+    assert bool((d != 0).all()) and abs(float(d.std()) / (0.2 * float(w.std())) - 1) < 0.25

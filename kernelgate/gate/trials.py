@@ -27,6 +27,7 @@ workload's own values (or is left out, for the NaN/Inf trial).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -244,11 +245,12 @@ def _far_params(pr: Prober, r: random.Random, xs: list[Any], state: dict[str, to
     """The float parameters far off (values.far_params), the first variant the reference takes without new
     NaN/Inf (red team 31: a weight clamp at the init scale, NaN at a zero weight); `dense`: scaled only, no zeros
     (red team 44: a clamp skipped wherever a weight was exactly 0)."""
-    variants = values.far_params(state, pr.params, r)
-    for changed, what in variants[2:] if dense else variants:      # (dense: the third, the scaling alone)
+    variants = values.far_params(state, pr.params, r)       # made one at a time
+    for changed, what in itertools.islice(variants, 2 if dense else 0, None):   # (dense: the scaling alone)
         if pr.ok(xs, changed, (xs, state)):
             notes.append(f"{FAR} ({what})")
             return changed
+        del changed
     return state
 
 
