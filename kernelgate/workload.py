@@ -370,7 +370,7 @@ def perturb(state: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, t
             w, noise = flat[a:a + CHUNK].double(), torch.randn(min(CHUNK, flat.numel() - a), generator=g,
                                                                dtype=torch.float64, device=v.device)
             y[a:a + CHUNK] = (w * torch.exp(noise.mul_(0.2)) if positive else w + noise.mul_(sigma)).to(v.dtype)
-        out[k] = y.view(v.shape)
+        out[k] = y.view(v.shape) if v.is_contiguous() else torch.empty_like(v).copy_(y.view(v.shape))   # its layout
     return out
 
 

@@ -131,7 +131,7 @@ def finite_abs_stats(g: torch.Tensor, compute: str | None = None) -> tuple[float
     """(max, mean) of |g| over its finite elements, (0, 0) without any; chunked, on `compute` when given."""
     mx, total, count = 0.0, 0.0, 0
     for (part,) in _slices(g, device=compute):
-        a = part.abs()
+        a = part.to(torch.uint8) if part.dtype == torch.bool else part.abs()    # bool has no abs (red team 58)
         s = float(a.sum(dtype=torch.float64))
         if not math.isfinite(s):
             a = a[torch.isfinite(a)]

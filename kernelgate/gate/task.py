@@ -247,8 +247,8 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
     (sandbox/loop.fresh): True for floats (scale and noise), [low, high] for floats with a declared domain
     (fresh values inside it: left unvaried, a memo keyed on the pool's entries answered every timed call and
     claimed 6.7x), for integer and bool tensors a fresh draw where the reference accepts one (`resampled`:
-    copied, a memo of an integer-only branch claimed 2.79x), False for the rest; where the reference's outputs
-    do not move with the scale and noise, floats drawn fresh (`drawn_fresh`)."""
+    copied, a memo of an integer-only branch claimed 2.79x), False for the rest; then floats and complex drawn
+    afresh where the reference accepts it (`drawn_fresh`)."""
     pool = [task.inputs(int(torch.randint(1 << 30, (1,), generator=rng))) for _ in range(n)]
     scalable: list[Any] = []
     for i, x in enumerate(pool[0]):
@@ -272,79 +272,56 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
 #: independent draws the reference must accept before an integer input is redrawn in the timed loop
 RESAMPLE_DRAWS = 4
 
-#: the share of an output's elements equal on two timed draws of one pool entry at which the output is still: a
-#: float output's exact repeats are mostly honest zeros and saturated values that no memo saves the work of (a
-#: ReLU's, about half); an integer or bool output repeats only where it is locally constant (an argmax's rows)
-STILL_SHARE = 0.75
-STILL_SHARE_DISCRETE = 0.1
-
-
-def still(task: Task, xs: list[Any], scalable: list[Any]) -> bool:
-    """Whether the reference's outputs stay put when the timed loop varies its inputs: on two draws of the pool
-    entry `xs` (the loop's own scales and noise, loop.fresh), some output has STILL_SHARE or more of its elements
-    equal (a rounding, a clamp's saturated part), or STILL_SHARE_DISCRETE of an integer or bool one (an argmax, a
-    mask). There an earlier answer serves a later timed
-    input: red team 32's certified memo (a prototype classifier's argmax reused for any row within half its margin
-    of one answered before) claimed 2.28x for a candidate no faster than the reference on new inputs. In the lean
-    memory plan (two runs' outputs held at once would not fit) it is decided by the outputs' dtypes: integer or
-    bool outputs are still."""
-    if task.lean:
-        return any(not (m.is_floating_point() or m.is_complex()) for m in task.out_meta)
-    from .trials import prober
+def _accepted(task: Task, xs: list[Any], mark: list[Any], keys: list[int]) -> list[int]:
+    """The inputs of `keys` whose timed draws under `mark` (the others drawn as `mark` says too) the reference
+    accepts on RESAMPLE_DRAWS draws: all at once, or grown one input at a time (trials.most_accepted)."""
+    from .trials import most_accepted, prober
     pr = prober(task)
     dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
-    rms_ = timing.rms(xs, scalable)
-    runs = []
-    for _ in range(2):
-        scale = timing.SCALE_RANGE[0] + (timing.SCALE_RANGE[1] - timing.SCALE_RANGE[0]) * secrets.randbelow(1000) / 1000
-        runs.append(pr.run(timing.fresh(dev, scale, secrets.randbits(62), scalable, rms_, task.device), task.oracle.state0))
+    rms_ = timing.rms(xs, mark)
+    for _ in range(RESAMPLE_DRAWS):
+        if not keys:
+            break
+        drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, rms_, task.device)
+        keys = most_accepted(pr, dev, task.oracle.state0, {i: drawn[i] for i in keys})
+        del drawn
     pr.restore()
-    a, b = runs
-    if a is None or b is None:
-        return False
-    for p, q in zip(a, b):
-        if isinstance(p, torch.Tensor) and isinstance(q, torch.Tensor) and p.shape == q.shape and p.numel() \
-                and p.dtype == q.dtype:
-            same = p == q
-            if p.is_floating_point() or p.is_complex():
-                same |= torch.isnan(p) & torch.isnan(q)
-            share = STILL_SHARE if p.is_floating_point() or p.is_complex() else STILL_SHARE_DISCRETE
-            if float(same.float().mean()) >= share:
-                return True
-    return False
+    return keys
 
 
 def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
-    """`scalable` with the float inputs drawn fresh every timed iteration (loop.FRESH: values at the entry's RMS,
-    nothing of the entry kept; a bounded declared domain's values fresh and uniform over it) where the reference's
-    outputs are `still` and it accepts such draws (RESAMPLE_DRAWS of them, no new non-finite outputs: prober.ok);
-    else as it was, and logged. Decided once per task."""
+    """`scalable` with every float and complex input drawn afresh each timed iteration where the reference accepts
+    it: the entry's own values at fresh positions (loop.BOOTSTRAP, the workload's distribution of values), else,
+    for real floats, fresh values at the entry's RMS (loop.FRESH), else scaled and noised as before (logged).
+    Timed inputs near earlier ones (a pool entry scaled plus 5% noise) let a memo prove an earlier answer still
+    holds wherever a decision in the computation does not move that far: an argmax's (red team 32: 2.28x claimed
+    for a candidate no faster on new inputs), a max's or a gather's at one (red team 58: 5.4x), whatever the
+    outputs show. Decided once per task, on RESAMPLE_DRAWS draws of the entry (trials.most_accepted: no new
+    non-finite outputs), with the integer inputs drawn as `resampled` decided."""
     o = task.oracle
     done = getattr(o, "drawn_fresh", None)
     if done is None:
         done = {}
-        marks: dict[int, Any] = {}
+        boot: dict[int, Any] = {}
         for i, (x, ok) in enumerate(zip(xs, scalable)):
-            if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.element_size() > 1 and x.numel()):
+            if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and x.numel() > 1):
                 continue
             if ok is True:
-                marks[i] = timing.FRESH
-            elif isinstance(ok, list) and len(ok) == 2 and ok[0] > float("-inf") and ok[1] < float("inf"):
-                marks[i] = [ok[0], ok[1], timing.FRESH]
-        if marks and still(task, xs, scalable):
-            from .trials import prober
-            pr = prober(task)
-            mark = [marks.get(i, ok) for i, ok in enumerate(scalable)]
-            dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
-            rms_ = timing.rms(xs, mark)
-            if all(pr.ok(timing.fresh(dev, 1.0, secrets.randbits(62), mark, rms_, task.device), o.state0,
-                         (dev, o.state0)) for _ in range(RESAMPLE_DRAWS)):
-                done = marks
-            else:
-                log.info("the reference's outputs stay put under the timed loop's noise, but it does not accept fresh "
-                         "draws of its float inputs: they are scaled and noised as usual")
-            pr.restore()
-            del dev
+                boot[i] = timing.BOOTSTRAP
+            elif isinstance(ok, list) and len(ok) == 2:
+                boot[i] = [ok[0], ok[1], timing.BOOTSTRAP]
+        if boot:
+            keys = _accepted(task, xs, [boot.get(i, ok) for i, ok in enumerate(scalable)], sorted(boot))
+            done = {i: boot[i] for i in keys}
+            rest = [i for i in boot if i not in done and scalable[i] is True and xs[i].is_floating_point()
+                    and xs[i].element_size() > 1]
+            if rest:
+                mark = [done.get(i, timing.FRESH if i in rest else ok) for i, ok in enumerate(scalable)]
+                done.update({i: timing.FRESH for i in _accepted(task, xs, mark, rest)})
+            left = sorted(set(boot) - set(done))
+            if left:
+                log.info("inputs %s are scaled and noised in timed iterations: the reference does not accept them "
+                         "drawn afresh", left)
         o.drawn_fresh = done
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 

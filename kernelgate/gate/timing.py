@@ -21,16 +21,17 @@ import torch
 
 from ..records import Speedup, Timing
 from ..sandbox import loop
-from ..sandbox.loop import FRESH, NOISE, RESAMPLE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
+from ..sandbox.loop import BOOTSTRAP, FRESH, NOISE, RESAMPLE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
-HARNESS_VERSION = 9                  # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
+HARNESS_VERSION = 10                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
 #                                      4: inputs with a declared domain varied inside it; 5: the inputs' commitment
 #                                      a positional digest, refilled buffers keep their version; 6: the CPU mixes
 #                                      in C (kernelgate/native.py); 7: a float32 CPU input's values in one C pass,
 #                                      each op rounded on its own; 8: the GPU loop's synchronizes and events as
 #                                      C functions, the digest kernels launched past Triton's dispatch; 9: float
-#                                      inputs drawn fresh where the reference's outputs are still (task.still)
+#                                      inputs drawn fresh where the reference's outputs are still; 10: every
+#                                      float input drawn afresh where the reference accepts it (task.drawn_fresh)
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 

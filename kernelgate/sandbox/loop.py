@@ -79,15 +79,21 @@ def slot(seed: int) -> int:
 
 NOISE = 0.05                          # fresh noise, relative to each input's RMS, added every iteration
 
-#: `scalable` of a float input whose timed values are drawn fresh at the entry's RMS, keeping nothing of the entry
-#: (a task whose reference's outputs stay the same under NOISE: gate/task.py `still`); as the third item of a
-#: declared domain [low, high, FRESH], fresh uniform values over it
+#: `scalable` of a float or complex input whose timed values are the entry's own at fresh positions (a draw with
+#: replacement, `_resample`), then scaled and noised: the workload's distribution of values, in no arrangement an
+#: earlier call had (gate/task.py `drawn_fresh`); as the third item of a declared domain [low, high, BOOTSTRAP],
+#: the same before the domain's move
+BOOTSTRAP = "bootstrap"
+#: `scalable` of a float input whose timed values are drawn fresh at the entry's RMS times the scale, keeping
+#: nothing of the entry (where the reference refuses BOOTSTRAP's draws): Gaussian on a GPU, uniform on the CPU
+#: from 31-bit words (continuous: 256 levels of noise bytes let a candidate tell them and tabulate a function)
 FRESH = "fresh"
+_BOOT_KEY = 1000003                     # BOOTSTRAP's positions come from a seed of their own (not the noise's)
 
 
 def varied(ok: Any) -> bool:
     """Whether an input's `scalable` mark takes an RMS figure (scaled and noised, or drawn fresh at its RMS)."""
-    return ok is True or (isinstance(ok, str) and ok == FRESH)
+    return ok is True or (isinstance(ok, str) and ok in (FRESH, BOOTSTRAP))
 
 
 def rms(xs: list[Any], scalable: list[Any]) -> list[float]:
@@ -204,14 +210,13 @@ def _uniform(x: torch.Tensor, k: int, seed: int, g: torch.Generator | None, devi
     return cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape).float().add_(0.5).div_(256.0)
 
 
-def _in_domain(x: torch.Tensor, lo: float, hi: float, s: float, u: torch.Tensor,
-               mix: float = DOMAIN_MIX) -> torch.Tensor:
-    """x moved to fresh values inside [lo, hi] (float32): a bounded domain pulls x `mix` of the way toward a
-    fresh uniform point of it (a convex combination stays inside; 1: the fresh point itself), a half-bounded one
-    scales the distance from its bound by s times a fresh factor near 1; clamped to the domain against rounding."""
+def _in_domain(x: torch.Tensor, lo: float, hi: float, s: float, u: torch.Tensor) -> torch.Tensor:
+    """x moved to fresh values inside [lo, hi] (float32): a bounded domain pulls x DOMAIN_MIX of the way toward a
+    fresh uniform point of it (a convex combination stays inside), a half-bounded one scales the distance from
+    its bound by s times a fresh factor near 1; clamped to the domain against rounding."""
     v = x.to(torch.float32, copy=True)         # never the pool entry itself
     if lo > float("-inf") and hi < float("inf"):
-        return v.add_(u.mul_(hi - lo).add_(lo).sub_(v).mul_(mix)).clamp_(lo, hi)
+        return v.add_(u.mul_(hi - lo).add_(lo).sub_(v).mul_(DOMAIN_MIX)).clamp_(lo, hi)
     factor = u.sub_(0.5).mul_(2 * NOISE).add_(1.0).mul_(s)
     if lo > float("-inf"):
         return v.sub_(lo).mul_(factor).add_(lo).clamp_(min=lo)
@@ -229,8 +234,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     sides run these same operations. `scalable[k]`: True (scale and noise), {"low": a, "high": b} (integers:
     fresh uniform draws in [a, b], `_uniform_ints`), RESAMPLE (integers and bools: new draws of the entry's
     own values, `_resample`), False (copied), or a declared domain [low, high] (moved to fresh values inside
-    it: `_in_domain`; a third item FRESH: fresh uniform values over it), FRESH (values drawn fresh at the entry's
-    RMS times the scale: Gaussian on a GPU, `cpu_noise`'s uniform levels on the CPU; nothing of the entry kept)."""
+    it: `_in_domain`; a third item BOOTSTRAP: from the entry's values at fresh positions), BOOTSTRAP (the entry's
+    values at fresh positions, then as True), FRESH (values drawn fresh at the entry's RMS times the scale)."""
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
@@ -244,15 +249,16 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         if dst is None or dst.shape != x.shape or dst.dtype != x.dtype or dst.device != x.device \
                 or dst.stride() != x.stride():     # a layout trial's buffer is not a timed input's
             dst = torch.empty_like(x)
+        if isinstance(ok, str) and ok == BOOTSTRAP:     # the entry's values at fresh positions, then as True
+            x, ok = _resample(x, k + _BOOT_KEY, seed, g, device), True
         if isinstance(ok, (list, tuple)):       # a declared domain: fresh values inside it
-            mix = 1.0 if len(ok) > 2 and ok[2] == FRESH else DOMAIN_MIX
-            dst.copy_(_in_domain(x, float(ok[0]), float(ok[1]), s, _uniform(x, k, seed, g, device), mix))
-        elif isinstance(ok, str) and ok == FRESH:   # still outputs: values of the entry's RMS, none of the entry's
-            if g is None:
-                a, b = _noise_ab(_seed_of(seed, k))
-                if not native.fresh_floats(dst, x, a, b, UNIT * r * s, 0.0):    # float32: x * 0 added, the C pass
-                    dst.copy_(cpu_noise_bytes(x.numel(), _seed_of(seed, k)).view(x.shape))
-                    dst.sub_(MID).mul_(UNIT * r * s)
+            if len(ok) > 2 and ok[2] == BOOTSTRAP:
+                x = _resample(x, k + _BOOT_KEY, seed, g, device)
+            dst.copy_(_in_domain(x, float(ok[0]), float(ok[1]), s, _uniform(x, k, seed, g, device)))
+        elif isinstance(ok, str) and ok == FRESH:   # values of the entry's RMS, none of the entry's
+            if g is None:                       # uniform on [-sqrt(3), sqrt(3)) from 31-bit words: unit variance
+                w = cpu_noise_bytes(4 * x.numel(), _seed_of(seed, k)).view(torch.int32).float()
+                dst.copy_(w.mul_(3.0 ** 0.5 * r * s / 2.0 ** 31).view(x.shape))
             else:
                 dst.copy_(torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).mul_(r * s))
         elif ok == RESAMPLE:

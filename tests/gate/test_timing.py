@@ -192,11 +192,11 @@ def _prepared(write, name, body):
     return task_mod.prepare(workload.Spec.parse(write(name, src), "Model"), "cpu", Contract())
 
 
-def test_timed_floats_are_drawn_fresh_where_the_references_outputs_stay_put(write):
-    """Red team 32's certified memo: an argmax that the timed loop's scale and noise do not move let an earlier
-    answer serve later timed calls. There the float inputs are drawn fresh (FRESH); an output that moves with
-    its inputs keeps them scaled and noised; a still output whose reference refuses fresh draws (NaN from a
-    square root of negatives) keeps them too."""
+def test_timed_floats_are_drawn_afresh_where_the_reference_accepts_it(write):
+    """Red teams 32 and 58: inputs near earlier ones let a memo prove an earlier answer still holds. Every float
+    input is drawn afresh where the reference accepts it: its own values at fresh positions (BOOTSTRAP: positive
+    inputs of a square root stay positive), else fresh values (FRESH: one weight a row, which scattered leaves
+    rows of zeros), else scaled and noised (each row's first entry must stay its largest)."""
     from kernelgate.gate import task as task_mod
     argmax = """
 class Model(nn.Module):
@@ -209,16 +209,6 @@ def get_inputs():
     protos = torch.randn(256, 32, generator=torch.Generator().manual_seed(1))
     return [protos[torch.randint(0, 256, (16,))] * 3 + 0.1 * torch.randn(16, 32)]
 """
-    linear = """
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(32, 8)
-    def forward(self, x):
-        return torch.tanh(self.fc(x))
-def get_inputs():
-    return [torch.randn(16, 32)]
-"""
     rooted = """
 class Model(nn.Module):
     def forward(self, x):
@@ -226,11 +216,43 @@ class Model(nn.Module):
 def get_inputs():
     return [torch.rand(16, 32) + 1.0]
 """
+    spd = """
+class Model(nn.Module):
+    def forward(self, a):
+        return torch.log(a[:, 0] - a[:, 1:].abs().amax(dim=1))
+def get_inputs():
+    a = torch.rand(16, 32)
+    a[:, 0] += 100
+    return [a]
+"""
     got = {}
-    for name, body in (("argmax", argmax), ("linear", linear), ("rooted", rooted)):
+    for name, body in (("argmax", argmax), ("rooted", rooted), ("spd", spd)):
         t = _prepared(write, name + ".py", body)
         _, got[name] = task_mod.timing_pool(t, 2, torch.Generator().manual_seed(0))
-    assert got == {"argmax": [timing.FRESH], "linear": [True], "rooted": [True]}
+    assert got == {"argmax": [timing.BOOTSTRAP], "rooted": [timing.BOOTSTRAP], "spd": [True]}
+
+
+def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_values(monkeypatch):
+    """The ladder: BOOTSTRAP where accepted; of the rest, real floats (not complex, not fp8) FRESH where accepted;
+    the rest as they were (scaled and noised, a declared domain moved inside it)."""
+    from types import SimpleNamespace
+
+    from kernelgate.gate import task as task_mod
+    xs = [torch.randn(8, 4), torch.randn(8, 4), torch.randn(8, 4, dtype=torch.complex64), torch.rand(8, 4),
+          torch.arange(4), torch.randn(8, 4)]
+    scalable = [True, True, True, [0.0, 1.0], {"low": 0, "high": 3}, True]
+    asked = []
+
+    def accepted(task, xs_, mark, keys):
+        asked.append((list(mark), list(keys)))
+        refuse = {1, 2, 5} if mark[1] == timing.BOOTSTRAP else {5}
+        return [k for k in keys if k not in refuse]
+    monkeypatch.setattr(task_mod, "_accepted", accepted)
+    task = SimpleNamespace(oracle=SimpleNamespace())
+    got = task_mod.drawn_fresh(task, xs, scalable)
+    assert got == [timing.BOOTSTRAP, timing.FRESH, True, [0.0, 1.0, timing.BOOTSTRAP], {"low": 0, "high": 3}, True]
+    assert asked[1][1] == [1, 5] and asked[1][0][0] == timing.BOOTSTRAP     # the accepted ones stay drawn so
+    assert task_mod.drawn_fresh(task, xs, scalable) == got and len(asked) == 2   # decided once per task
 
 
 def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
@@ -368,8 +390,13 @@ def test_integer_inputs_are_resampled_on_the_gpu_and_rebuilt_exactly():
 
 
 @pytest.mark.gpu
-def test_inputs_drawn_fresh_on_the_gpu_are_rebuilt_exactly_and_keep_nothing_of_the_entry():
+def test_inputs_drawn_afresh_on_the_gpu_are_rebuilt_exactly_and_keep_nothing_of_the_entry():
     x = torch.randn(128, 64, device="cuda") * 3 + 0.5
+    boot = [timing.BOOTSTRAP]
+    rb = timing.rms([x], boot)
+    a, again = timing.fresh([x], 1.1, 5, boot, rb, "cuda")[0], timing.fresh([x], 1.1, 5, boot, rb, "cuda")[0]
+    assert torch.equal(a, again) and a.device.type == "cuda"
+    assert abs(float(torch.corrcoef(torch.stack([a.flatten(), x.flatten()]))[0, 1])) < 0.05
     ok = [timing.FRESH]
     r = timing.rms([x], ok)
     a, again = timing.fresh([x], 1.1, 5, ok, r, "cuda")[0], timing.fresh([x], 1.1, 5, ok, r, "cuda")[0]
