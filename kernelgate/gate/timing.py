@@ -21,7 +21,7 @@ import torch
 
 from ..records import Speedup, Timing
 from ..sandbox import loop
-from ..sandbox.loop import BOOTSTRAP, FRESH, NOISE, RESAMPLE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
+from ..sandbox.loop import BOOTSTRAP, FRESH, NOISE, RESAMPLE, SCALE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
 HARNESS_VERSION = 10                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;

@@ -88,6 +88,9 @@ BOOTSTRAP = "bootstrap"
 #: nothing of the entry (where the reference refuses BOOTSTRAP's draws): Gaussian on a GPU, uniform on the CPU
 #: from 31-bit words (continuous: 256 levels of noise bytes let a candidate tell them and tabulate a function)
 FRESH = "fresh"
+#: `scalable` of a float input the reference accepts neither drawn afresh nor noised (its outputs NaN there: red
+#: team 59's ascending timestamps): the entry times the iteration's scale only
+SCALE = "scale"
 _BOOT_KEY = 1000003                     # BOOTSTRAP's positions come from a seed of their own (not the noise's)
 
 
@@ -235,12 +238,17 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     fresh uniform draws in [a, b], `_uniform_ints`), RESAMPLE (integers and bools: new draws of the entry's
     own values, `_resample`), False (copied), or a declared domain [low, high] (moved to fresh values inside
     it: `_in_domain`; a third item BOOTSTRAP: from the entry's values at fresh positions), BOOTSTRAP (the entry's
-    values at fresh positions, then as True), FRESH (values drawn fresh at the entry's RMS times the scale)."""
+    values at fresh positions, then as True), FRESH (values drawn fresh at the entry's RMS times the scale), SCALE
+    (the entry times the scale). A Python float marked True is scaled and noised too."""
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
         if isinstance(x, (list, tuple)) and ok is True:
             res.append(_fresh_list(x, s, (seed * 31 + k) & 0x7FFFFFFFFFFFFFFF, device))
+            continue
+        if isinstance(x, float) and ok is True:   # a Python float argument: scaled and noised like a tensor's values
+            u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53) * 2.0 - 1.0
+            res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * u))
             continue
         if not isinstance(x, torch.Tensor):
             res.append(x)
@@ -263,6 +271,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
                 dst.copy_(torch.randn(x.shape, generator=g, device=device, dtype=torch.float32).mul_(r * s))
         elif ok == RESAMPLE:
             dst.copy_(_resample(x, k, seed, g, device))
+        elif isinstance(ok, str) and ok == SCALE:
+            dst.copy_((x.float() * s).to(x.dtype) if x.element_size() == 1 else torch.mul(x, s))
         elif isinstance(ok, dict):              # integers with an inferred range: fresh uniform draws over it
             dst.copy_(_uniform_ints(x, int(ok["low"]), int(ok["high"]), k, seed, g, device))
         elif ok and x.element_size() == 1:      # fp8 has no arithmetic: in fp32, rounded back onto its grid

@@ -234,25 +234,35 @@ def get_inputs():
 
 def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_values(monkeypatch):
     """The ladder: BOOTSTRAP where accepted; of the rest, real floats (not complex, not fp8) FRESH where accepted;
-    the rest as they were (scaled and noised, a declared domain moved inside it)."""
+    the rest scaled and noised where accepted, else scaled (SCALE: red team 59's ascending timestamps were NaN under
+    any noise), else copied; a Python float argument scaled and noised where accepted (red team 59: a memo keyed on
+    the pool's four values)."""
     from types import SimpleNamespace
 
     from kernelgate.gate import task as task_mod
     xs = [torch.randn(8, 4), torch.randn(8, 4), torch.randn(8, 4, dtype=torch.complex64), torch.rand(8, 4),
-          torch.arange(4), torch.randn(8, 4)]
-    scalable = [True, True, True, [0.0, 1.0], {"low": 0, "high": 3}, True]
+          torch.arange(4), torch.randn(8, 4), torch.randn(8, 4), 0.5]
+    scalable = [True, True, True, [0.0, 1.0], {"low": 0, "high": 3}, True, True, False]
     asked = []
 
     def accepted(task, xs_, mark, keys):
         asked.append((list(mark), list(keys)))
-        refuse = {1, 2, 5} if mark[1] == timing.BOOTSTRAP else {5}
+        if mark[1] == timing.BOOTSTRAP:
+            refuse = {1, 2, 5, 6}
+        else:                                 # 5 takes its scale only; 6 nothing but a copy
+            refuse = {6} if mark[5] == timing.SCALE else {5, 6}
         return [k for k in keys if k not in refuse]
     monkeypatch.setattr(task_mod, "_accepted", accepted)
     task = SimpleNamespace(oracle=SimpleNamespace())
     got = task_mod.drawn_fresh(task, xs, scalable)
-    assert got == [timing.BOOTSTRAP, timing.FRESH, True, [0.0, 1.0, timing.BOOTSTRAP], {"low": 0, "high": 3}, True]
-    assert asked[1][1] == [1, 5] and asked[1][0][0] == timing.BOOTSTRAP     # the accepted ones stay drawn so
-    assert task_mod.drawn_fresh(task, xs, scalable) == got and len(asked) == 2   # decided once per task
+    assert got == [timing.BOOTSTRAP, timing.FRESH, True, [0.0, 1.0, timing.BOOTSTRAP], {"low": 0, "high": 3},
+                   timing.SCALE, False, True]
+    assert asked[1][1] == [1, 5, 6] and asked[1][0][0] == timing.BOOTSTRAP     # the accepted ones stay drawn so
+    assert task_mod.drawn_fresh(task, xs, scalable) == got and len(asked) == 5   # decided once per task
+    a = timing.fresh([torch.ones(3), 0.5], 1.2, 7, [timing.SCALE, True], [0.0, 0.0], "cpu")
+    b = timing.fresh([torch.ones(3), 0.5], 1.2, 8, [timing.SCALE, True], [0.0, 0.0], "cpu")
+    assert torch.equal(a[0], torch.full((3,), 1.2)) and a[1] != b[1] and abs(a[1] / 0.6 - 1) < 0.1
+    assert a[1] == timing.fresh([torch.ones(3), 0.5], 1.2, 7, [timing.SCALE, True], [0.0, 0.0], "cpu")[1]
 
 
 def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
