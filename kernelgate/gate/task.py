@@ -279,10 +279,11 @@ def _accepted(task: Task, xs: list[Any], mark: list[Any], keys: list[int]) -> li
     pr = prober(task)
     dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
     rms_ = timing.rms(xs, mark)
-    for _ in range(RESAMPLE_DRAWS):
+    for d in range(RESAMPLE_DRAWS):
         if not keys:
             break
-        drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, rms_, task.device)
+        # at the timed scales' two ends in turn (red team 60: at 1.0 a scale-only draw was the entry itself)
+        drawn = timing.fresh(dev, timing.SCALE_RANGE[d % 2], secrets.randbits(62), mark, rms_, task.device)
         keys = most_accepted(pr, dev, task.oracle.state0, {i: drawn[i] for i in keys})
         del drawn
     pr.restore()

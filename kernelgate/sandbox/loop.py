@@ -80,7 +80,7 @@ def slot(seed: int) -> int:
 NOISE = 0.05                          # fresh noise, relative to each input's RMS, added every iteration
 
 #: `scalable` of a float or complex input whose timed values are the entry's own at fresh positions (a draw with
-#: replacement, `_resample`), then scaled and noised: the workload's distribution of values, in no arrangement an
+#: replacement, `_resample`), then scaled and noised relative to each value (its sign kept): the workload's distribution of values, in no arrangement an
 #: earlier call had (gate/task.py `drawn_fresh`); as the third item of a declared domain [low, high, BOOTSTRAP],
 #: the same before the domain's move
 BOOTSTRAP = "bootstrap"
@@ -238,7 +238,7 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     fresh uniform draws in [a, b], `_uniform_ints`), RESAMPLE (integers and bools: new draws of the entry's
     own values, `_resample`), False (copied), or a declared domain [low, high] (moved to fresh values inside
     it: `_in_domain`; a third item BOOTSTRAP: from the entry's values at fresh positions), BOOTSTRAP (the entry's
-    values at fresh positions, then as True), FRESH (values drawn fresh at the entry's RMS times the scale), SCALE
+    values at fresh positions, times the scale and 1 + NOISE times unit noise), FRESH (values drawn fresh at the entry's RMS times the scale), SCALE
     (the entry times the scale). A Python float marked True is scaled and noised too."""
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
@@ -257,8 +257,17 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         if dst is None or dst.shape != x.shape or dst.dtype != x.dtype or dst.device != x.device \
                 or dst.stride() != x.stride():     # a layout trial's buffer is not a timed input's
             dst = torch.empty_like(x)
-        if isinstance(ok, str) and ok == BOOTSTRAP:     # the entry's values at fresh positions, then as True
-            x, ok = _resample(x, k + _BOOT_KEY, seed, g, device), True
+        if isinstance(ok, str) and ok == BOOTSTRAP:     # the entry's values at fresh positions, scaled, noised
+            v = _resample(x, k + _BOOT_KEY, seed, g, device)
+            noise = (torch.randn(x.shape, generator=g, device=device, dtype=torch.float32) if g is not None
+                     else cpu_noise(x.numel(), _seed_of(seed, k)).view(x.shape))
+            # relative noise (1 + NOISE * unit noise, never below 0.9 on the CPU): every value keeps its sign, so a
+            # positive input stays positive (red team 60: additive noise took values near 0 negative, NaN in a log)
+            w = (v.float() if v.element_size() == 1 else v) * noise.mul_(NOISE * s).add_(s).to(
+                torch.float32 if v.element_size() == 1 else v.real.dtype if v.is_complex() else v.dtype)
+            dst.copy_(w.to(x.dtype) if x.element_size() == 1 else w)
+            res.append(dst)
+            continue
         if isinstance(ok, (list, tuple)):       # a declared domain: fresh values inside it
             if len(ok) > 2 and ok[2] == BOOTSTRAP:
                 x = _resample(x, k + _BOOT_KEY, seed, g, device)
