@@ -80,8 +80,11 @@ def test_optimize_records_phases_that_sum_to_its_seconds(tmp_path, optimize_tiny
         assert secs.get(name, 0) > 0, name
     assert ph["candidates"] == doc["candidates"] == 1
     assert set(ph["per_candidate"]) == {e["candidate"]["id"] for e in doc["evaluations"]}
-    # the candidate's worker: the spare started while the baselines built, there and alive when taken
-    assert len(ph["spare_takes"]) == 1 and ph["spare_takes"][0]["spare"] and ph["spare_takes"][0]["alive"]
+    # the candidate's worker: the spare started while the baselines built, there and alive when taken; a
+    # confirmation (the candidate looked faster, as a loaded machine's noise can make it) takes one more
+    confirmed = len(doc["confirmations"])
+    assert len(ph["spare_takes"]) == 1 + confirmed, (ph["spare_takes"], doc["confirmations"])
+    assert ph["spare_takes"][0]["spare"] and ph["spare_takes"][0]["alive"]
     # the phases and what no phase covers make up the run; no phase covers much
     assert sum(secs.values()) + ph["unaccounted_s"] == pytest.approx(ph["total_s"], abs=0.01)
     assert ph["unaccounted_s"] <= max(2.0, 0.05 * ph["total_s"])
