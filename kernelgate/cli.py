@@ -232,7 +232,8 @@ def format_bench(res: BenchResult) -> str:
         ci = f"[{sp.low:.3f}, {sp.high:.3f}]" if sp else ""
         verdict = r.note or ("")
         if sp:
-            verdict = ("faster (claimed)" if sp.claimed else "not a claimable speedup") + (f"; {r.note}" if r.note else "")
+            verdict = ("faster (claimed)" if sp.claimed else "not a claimable speedup" if not sp.fixed
+                       else claim_text(sp.to_json())) + (f"; {r.note}" if r.note else "")
         if t.spread > UNRELIABLE_SPREAD:
             noisy = True
             verdict = f"unreliable timing (spread {100 * t.spread:.0f}%)" + (f"; {verdict}" if verdict else "")

@@ -193,6 +193,9 @@ class Speedup:
     #: the figures compare its time with the harness included against the baseline's call (a lower bound)
     bounded: bool = False
     unresolved: bool = False           # the baseline's call is shorter than the harness's cost: never claimed
+    #: inputs the timed iterations do not draw afresh (gate/task.fixed_inputs): timed near the trials' inputs, where
+    #: a memo can be exact, so never claimed
+    fixed: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -207,6 +210,9 @@ def claim_text(sp: dict[str, Any]) -> str:
     bound = " (the candidate's time with the harness included: a lower bound)" if sp.get("bounded") else ""
     if sp.get("claimed"):
         return "claimed" + bound
+    if sp.get("fixed"):
+        return (f"not claimed (timed inputs near the trials': {sp['fixed']}, since the reference accepts no fresh "
+                "draw of them; a memo could answer them)")
     if sp.get("unresolved"):
         return "not claimed (the baseline's call is shorter than the harness's cost: the clock cannot resolve it)"
     low, threshold = sp.get("low"), sp.get("threshold")

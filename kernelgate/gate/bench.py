@@ -12,7 +12,7 @@ from . import timing
 from .judge import judge_session
 from .measure import HARNESS, measure
 from .session import Session
-from .task import Task, device_name
+from .task import Task, device_name, fixed_inputs
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
             rows[label] = BenchRow(label, timings.get(label), rejected[label], None,
                                    f"{rejected[label].reason.value}: {rejected[label].message}")
         elif label in timings:
-            sp = timing.speedup(base, timings[label])
+            sp = timing.speedup(base, timings[label], fixed=fixed_inputs(task))
             note = "flagged for review: implausibly large speedup" if sp.flagged else ""
             rows[label] = BenchRow(label, timings[label], verdicts[label], sp, note, _fraction(task, timings[label]))
     order = [b for b in baselines if b in rows] + labels

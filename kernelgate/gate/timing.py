@@ -24,14 +24,15 @@ from ..sandbox import loop
 from ..sandbox.loop import BOOTSTRAP, FRESH, NOISE, RESAMPLE, SCALE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
-HARNESS_VERSION = 10                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
+HARNESS_VERSION = 11                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
 #                                      4: inputs with a declared domain varied inside it; 5: the inputs' commitment
 #                                      a positional digest, refilled buffers keep their version; 6: the CPU mixes
 #                                      in C (kernelgate/native.py); 7: a float32 CPU input's values in one C pass,
 #                                      each op rounded on its own; 8: the GPU loop's synchronizes and events as
 #                                      C functions, the digest kernels launched past Triton's dispatch; 9: float
 #                                      inputs drawn fresh where the reference's outputs are still; 10: every
-#                                      float input drawn afresh where the reference accepts it (task.drawn_fresh)
+#                                      float input drawn afresh where the reference accepts it (task.drawn_fresh);
+#                                      11: no claim where one is not (task.fixed_inputs)
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 
@@ -141,14 +142,15 @@ def with_harness(t: Timing) -> Timing:
                                harness_ms=0.0, round_spread=rs)
 
 
-def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) -> Speedup:
+def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fixed: str = "") -> Speedup:
     """Ratio of medians (baseline / candidate) with a 95% bootstrap interval.
 
     A speedup is claimed only when the interval's lower bound clears 1 + max(3 x noise, 2%) (see noise).
     A candidate whose call is shorter than the harness's cost (not `resolvable`) is compared with its harness
     included (`with_harness`, Speedup.bounded): never faster than its call, so the figure is a lower bound on
     its speedup, which the candidate's process cannot raise by cheapening or slowing the harness. A baseline
-    the clock cannot resolve claims nothing (its call is the difference of two similar numbers).
+    the clock cannot resolve claims nothing (its call is the difference of two similar numbers), nor does a run
+    whose timed inputs are not all drawn afresh (`fixed`: gate/task.fixed_inputs).
     """
     bounded = resolvable(base) and not resolvable(cand)
     if bounded:
@@ -162,8 +164,9 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0) ->
     low, high = (float(torch.quantile(ratios, q)) for q in (0.025, 0.975))
     ratio = base.median_ms / cand.median_ms if cand.median_ms > 0 else math.inf
     threshold = 1 + max(3 * max(noise(base), noise(cand)), 0.02)
-    return Speedup(ratio, low, high, threshold, claimed=low > threshold and resolvable(base) and resolvable(cand),
-                   flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base))
+    return Speedup(ratio, low, high, threshold,
+                   claimed=low > threshold and resolvable(base) and resolvable(cand) and not fixed,
+                   flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base), fixed=fixed)
 
 
 HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is unresolved

@@ -15,6 +15,7 @@ from ..gate import bench as bench_mod
 from ..gate import timing
 from ..gate.judge import REDUCED_PLAN, Rejected, Session, Task, judge_session
 from ..gate.session import prebuilder, spare_options
+from ..gate.task import fixed_inputs
 from ..profiling import summary
 from ..records import Candidate, Evaluation, Status, Timing
 from ..sandbox import Spares, isolation
@@ -214,7 +215,7 @@ class Evaluator:
                 else:
                     baselines_mod.merge_replicas(timings)      # a baseline's faster process, under its own name
                     base = min((timings[b] for b in self.base_sessions if b in timings), key=lambda t: t.median_ms)
-                    sp = timing.speedup(base, timings[c.id])
+                    sp = timing.speedup(base, timings[c.id], fixed=fixed_inputs(self.task))
                     found = None
                     if profile and sp.ratio >= profile_min and (deadline is None or self.clock() < deadline):
                         with ph.timed("profiling"):

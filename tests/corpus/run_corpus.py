@@ -6,7 +6,8 @@ GPU cases (`gpu = true`) run with target="cuda" and only with --gpu / --gpu-only
 A verify case matches when the status equals `expect`, the reason is `reason` or one of `also`, and `note`
 (if given) appears in one of the verdict's notes. A bench case (`mode = "bench"`, `expect = "unclaimed"`)
 matches when the candidate is rejected for `reason`/`also`, or is timed but no speedup is claimed (and,
-with `max_ratio`, the ratio of medians does not exceed it: a fake effect far above the noise).
+with `max_ratio`, the ratio of medians does not exceed it: a fake effect far above the noise, unless the claim
+was withheld because timed inputs stay near the trials'; `reason = "withheld"` demands that).
 A case with `effects` (or `isolate = true`) runs its judge in a child process that this runner watches
 (see `run_isolated`): an attack on the judge process (kill, SIGSTOP, /proc/<pid>/mem, truncated shared
 memory, processes left behind, files written later, planted bytecode) then hurts only that child, and
@@ -107,7 +108,10 @@ def _bench(case: dict, store: str | None, target: str, contract: str | None) -> 
     if sp is None:
         return {"status": "unclaimed", "reason": "untimed", "message": f"{row.note} ({times})", "notes": []}
     desc = f"{sp.ratio:.2f}x [{sp.low:.2f}, {sp.high:.2f}] vs {res.baseline} ({times})"
-    return {"status": "claimed" if sp.claimed else "unclaimed", "reason": "speedup" if sp.claimed else "ok",
+    if sp.fixed:
+        desc += f"; withheld: {sp.fixed}"
+    return {"status": "claimed" if sp.claimed else "unclaimed",
+            "reason": "speedup" if sp.claimed else "withheld" if sp.fixed else "ok",
             "message": desc, "notes": list(row.verdict.notes) if row.verdict else [], "ratio": sp.ratio}
 
 
@@ -286,8 +290,10 @@ def run_case(verify, case: dict, store: str | None, cuda_target: str = "cuda") -
     allowed = allowed_reasons(case)
     status, reason, message, notes = r["status"], r["reason"], r["message"], r["notes"]
     if case.get("mode", "verify") == "bench":
-        ratio_ok = "max_ratio" not in case or r.get("ratio", 0.0) <= float(case["max_ratio"])
-        ok = (status == "unclaimed" and ratio_ok) or (status == "rejected" and reason in allowed)
+        # a claim withheld (timed inputs near the trials') holds whatever the ratio; `reason = "withheld"` demands it
+        ratio_ok = "max_ratio" not in case or r.get("ratio", 0.0) <= float(case["max_ratio"]) or reason == "withheld"
+        ok = ((status == "unclaimed" and ratio_ok and (case["reason"] != "withheld" or reason == "withheld"))
+              or (status == "rejected" and reason in allowed))
     else:
         ok = status == case["expect"] and reason in allowed
     note_ok = True

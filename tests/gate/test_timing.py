@@ -100,6 +100,20 @@ def test_a_baseline_shorter_than_the_harness_claims_nothing():
     assert "cannot resolve" in claim_text(s.to_json())
 
 
+def test_a_run_with_inputs_near_the_trials_claims_nothing():
+    """Red team 59: an input no fresh draw suits is timed near the trials' inputs, where a memo refining an earlier
+    answer is exact and faster (1.52x claimed); the speedup is measured and shown but not claimed."""
+    rng = random.Random(0)
+    base = _t("b", [10 + rng.gauss(0, 0.05) for _ in range(100)])
+    fast = _t("c", [5 + rng.gauss(0, 0.025) for _ in range(100)])
+    s = timing.speedup(base, fast, fixed="input 0 scaled and noised")
+    assert s.ratio > 1.9 and not s.claimed and s.fixed == "input 0 scaled and noised"
+    assert "near the trials': input 0 scaled and noised" in claim_text(s.to_json())
+    assert timing.speedup(base, fast).claimed and not timing.speedup(base, fast).fixed
+    from kernelgate.records import Speedup
+    assert Speedup.from_json({k: v for k, v in s.to_json().items() if k != "fixed"}).fixed == ""   # older records
+
+
 def test_speedup_flags_implausible_ratios():
     base = _t("b", [10.0] * 20 + [10.1] * 20)
     cand = _t("c", [1.0] * 20 + [1.01] * 20)
@@ -259,6 +273,8 @@ def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_valu
                    timing.SCALE, False, True]
     assert asked[1][1] == [1, 5, 6] and asked[1][0][0] == timing.BOOTSTRAP     # the accepted ones stay drawn so
     assert task_mod.drawn_fresh(task, xs, scalable) == got and len(asked) == 5   # decided once per task
+    # the complex input is scaled and noised, 5 scaled, 6 copied: near the trials' inputs, so nothing is claimed
+    assert task_mod.fixed_inputs(task) == "input 2 scaled and noised, input 5 scaled, input 6 copied"
     a = timing.fresh([torch.ones(3), 0.5], 1.2, 7, [timing.SCALE, True], [0.0, 0.0], "cpu")
     b = timing.fresh([torch.ones(3), 0.5], 1.2, 8, [timing.SCALE, True], [0.0, 0.0], "cpu")
     assert torch.equal(a[0], torch.full((3,), 1.2)) and a[1] != b[1] and abs(a[1] / 0.6 - 1) < 0.1
