@@ -266,7 +266,55 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
             scalable.append([float(d.low), float(d.high)])
     for i, mark in resampled(task, pool[0]).items():
         scalable[i] = mark
-    return pool, drawn_fresh(task, pool[0], scalable)
+    return pool, scalar_arguments(task, pool, drawn_fresh(task, pool[0], scalable))
+
+
+def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> list[Any]:
+    """`scalable` with the Python int and float arguments the workload's own draws vary (a sampler's timestep, a
+    correlation) drawn uniformly over the range the pool's entries span ({"low", "high"}) every timed iteration,
+    where nothing else varies them and the reference accepts it (red team 61: a memo keyed on a copied timestep
+    claimed 2.70x, one on a correlation the reference refused scaled 4x); one still copied, and a list whose
+    numbers vary but are copied, makes the run claim nothing (`fixed_inputs`). An argument the same in every
+    entry (a dim, a size, an eps) is copied. Decided once per task."""
+    o = task.oracle
+    done = getattr(o, "scalar_arguments", None)
+    if done is None:
+        done = {}
+
+        def varies(i: int, kinds: tuple = (int, float)) -> bool:
+            vals = [xs[i] for xs in pool]
+            if isinstance(vals[0], (list, tuple)):
+                return any(type(a) in kinds and a != b for v in vals[1:] for a, b in zip(vals[0], v))
+            return any(v != vals[0] for v in vals[1:])
+
+        def same_lists(i: int) -> bool:
+            return len(pool) > 1 and all(isinstance(xs[i], (list, tuple)) and len(xs[i]) == len(pool[0][i])
+                                         for xs in pool)
+
+        nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
+                and all(type(xs[i]) is type(x) for xs in pool) and varies(i)]
+        want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool)} for i in nums}
+        if want:
+            mark = [want.get(i, ok) for i, ok in enumerate(scalable)]
+            done = {i: want[i] for i in _accepted(task, pool[0], mark, sorted(want))}
+        fixed = {i: "copied (a number the workload's draws vary)" for i in want if i not in done}
+        for i, x in enumerate(pool[0]):     # a list copied whole, or a list's ints (its floats are varied)
+            if isinstance(x, dict) and len(pool) > 1 and all(isinstance(xs[i], dict) for xs in pool) and any(
+                    type(v) in (int, float) and xs[i].get(k) != v for xs in pool[1:] for k, v in x.items()):
+                fixed[i] = "copied (a dict of numbers the workload's draws vary)"
+            if not isinstance(x, (list, tuple)):
+                continue
+            if scalable[i] is False and (any(isinstance(y, torch.Tensor) and (y.is_floating_point() or y.is_complex())
+                                             for y in x) or same_lists(i) and varies(i)):
+                fixed[i] = "copied (a list of float tensors or of numbers the workload's draws vary)"
+            elif scalable[i] is True and same_lists(i) and varies(i, (int,)):
+                fixed[i] = "its ints copied (a list whose ints the workload's draws vary)"
+        if fixed:
+            log.info("arguments %s are copied into timed iterations (the reference does not accept new draws of "
+                     "them; no speedup is claimed)", sorted(fixed))
+            o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
+        o.scalar_arguments = done
+    return [done.get(i, ok) for i, ok in enumerate(scalable)]
 
 
 #: independent draws the reference must accept before an integer input is redrawn in the timed loop
@@ -315,7 +363,9 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
         done = {}
         boot: dict[int, Any] = {}
         for i, (x, ok) in enumerate(zip(xs, scalable)):
-            if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and x.numel() > 1):
+            # one element too (red team 61: a one-element input scaled past where the reference is defined, NaN on
+            # most timed calls, which a candidate returned uncomputed)
+            if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and x.numel() >= 1):
                 continue
             if ok is True:
                 boot[i] = timing.BOOTSTRAP
@@ -344,12 +394,17 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
                 log.info("inputs %s are not drawn afresh in timed iterations (the reference does not accept it; no "
                          "speedup is claimed): %s", left, ", ".join(f"{i} {how}" for i, how in fixed.items()))
             o.fixed_inputs = fixed
-        floats = [i for i, x in enumerate(xs) if isinstance(x, float) and scalable[i] is False]
-        if floats:          # Python float arguments (red team 59: a memo keyed on the pool's four values, 9.1x)
+        # Python float arguments (red team 59: a memo keyed on the pool's four values, 9.1x), and lists holding
+        # Python floats or float tensors (red team 61: a tuple of floats was copied, a memo keyed on it 4x)
+        floats = [i for i, x in enumerate(xs) if (isinstance(x, float) and scalable[i] is False)
+                  or (isinstance(x, (list, tuple)) and any(type(y) is float or isinstance(y, torch.Tensor)
+                                                          and (y.is_floating_point() or y.is_complex()) for y in x))]
+        if floats:
             mark = [done.get(i, ok) for i, ok in enumerate(scalable)]
             for i in floats:
                 mark[i] = True
-            done.update({i: True for i in _accepted(task, xs, mark, floats)})
+            kept = _accepted(task, xs, mark, floats)
+            done.update({i: True if i in kept else False for i in floats})
         o.drawn_fresh = done
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 

@@ -107,12 +107,13 @@ def rms(xs: list[Any], scalable: list[Any]) -> list[float]:
 def _fresh_list(x: Any, s: float, seed: int, device: str) -> Any:
     """A list or tuple argument's float and complex tensors varied as top-level ones (each its own seed, its own
     RMS; new tensors), the rest as they are (red team 24: tensors inside a list were copied into every timed
-    iteration, and a memo of their products claimed 2.1-2.9x)."""
+    iteration, and a memo of their products claimed 2.1-2.9x); its Python floats scaled and noised as top-level
+    ones (red team 61: a tuple of two floats copied, a memo of a solve keyed on it)."""
     items = list(x)
-    marks = [isinstance(y, torch.Tensor) and (y.is_floating_point() or y.is_complex()) and y.numel() > 0
-             for y in items]
+    marks = [type(y) is float or isinstance(y, torch.Tensor) and (y.is_floating_point() or y.is_complex())
+             and y.numel() > 0 for y in items]
     seeds = [(seed * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF for j in range(len(items))]
-    out = [fresh([y], s, sd, [True], rms([y], [True]), device)[0] if m else y
+    out = [fresh([y], s, sd, [True], rms([y], [True]) if isinstance(y, torch.Tensor) else [0.0], device)[0] if m else y
            for y, m, sd in zip(items, marks, seeds)]
     try:
         return type(x)(out)
@@ -239,7 +240,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     own values, `_resample`), False (copied), or a declared domain [low, high] (moved to fresh values inside
     it: `_in_domain`; a third item BOOTSTRAP: from the entry's values at fresh positions), BOOTSTRAP (the entry's
     values at fresh positions, times the scale and 1 + NOISE times unit noise), FRESH (values drawn fresh at the entry's RMS times the scale), SCALE
-    (the entry times the scale). A Python float marked True is scaled and noised too."""
+    (the entry times the scale). A Python float marked True is scaled and noised too; a Python int marked
+    {"low", "high"} drawn uniformly over that range."""
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
@@ -249,6 +251,13 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         if isinstance(x, float) and ok is True:   # a Python float argument: scaled and noised like a tensor's values
             u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53) * 2.0 - 1.0
             res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * u))
+            continue
+        if type(x) is int and isinstance(ok, dict):     # a Python int the workload varies: uniform over its range
+            res.append(int(ok["low"]) + _splitmix(_seed_of(seed, k)) % (int(ok["high"]) - int(ok["low"]) + 1))
+            continue
+        if type(x) is float and isinstance(ok, dict):   # a Python float the workload varies: uniform over its range
+            u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53)
+            res.append(float(ok["low"]) + (float(ok["high"]) - float(ok["low"])) * u)
             continue
         if not isinstance(x, torch.Tensor):
             res.append(x)

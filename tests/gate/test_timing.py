@@ -281,6 +281,37 @@ def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_valu
     assert a[1] == timing.fresh([torch.ones(3), 0.5], 1.2, 7, [timing.SCALE, True], [0.0, 0.0], "cpu")[1]
 
 
+def test_python_numbers_the_workload_varies_are_drawn_over_their_range(monkeypatch):
+    """Red team 61: a Python int (a timestep) and a float the reference refuses scaled (a correlation) were copied
+    into every timed call, and a memo keyed on them claimed 2.70x and 2.88x: a number the pool's entries vary is
+    drawn uniformly over the range they span where the reference accepts it, else the run claims nothing; one the
+    same in every entry (a dim) is copied. A tuple's floats are scaled and noised."""
+    from types import SimpleNamespace
+
+    from kernelgate.gate import task as task_mod
+    pool = [[torch.ones(2), t, 0.1 * t, 3, 0.5, (0.25 * t, 7), [t, 1.0]] for t in (2, 9, 5, 4)]
+    marks = [True, False, False, False, False, True, True]
+    refused = {4}
+
+    def accepted(task, xs_, mark, keys):
+        return [k for k in keys if k not in refused]
+    monkeypatch.setattr(task_mod, "_accepted", accepted)
+    task = SimpleNamespace(oracle=SimpleNamespace())
+    got = task_mod.scalar_arguments(task, pool, marks)
+    assert got == [True, {"low": 2, "high": 9}, {"low": 0.2, "high": 0.9}, False, False, True, True]
+    assert task_mod.fixed_inputs(task) == "input 6 its ints copied (a list whose ints the workload's draws vary)"
+    refused.add(2)
+    task = SimpleNamespace(oracle=SimpleNamespace())
+    assert task_mod.scalar_arguments(task, pool, marks)[2] is False and "input 2 copied" in task_mod.fixed_inputs(task)
+    draws = [timing.fresh(pool[0], 1.1, seed, got, [1.0] + [0.0] * 6, "cpu") for seed in range(40)]
+    ints, floats = {d[1] for d in draws}, {d[2] for d in draws}
+    assert ints == set(range(2, 10)) and len(floats) == 40 and all(0.2 <= f <= 0.9 for f in floats)
+    assert all(d[3] == 3 and d[4] == 0.5 for d in draws)                  # the same in every entry: copied
+    tuples = {d[5] for d in draws}
+    assert len(tuples) == 40 and all(isinstance(t, tuple) and t[1] == 7 for t in tuples)
+    assert timing.fresh(pool[0], 1.1, 5, got, [1.0] + [0.0] * 6, "cpu")[1:3] == draws[5][1:3]    # the judge's rebuild
+
+
 def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
     """Red team 22: a timestep shared by the batch (every element equal) is its own bootstrap; drawn over its
     inferred range, it changes every iteration."""
