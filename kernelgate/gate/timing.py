@@ -32,7 +32,8 @@ HARNESS_VERSION = 11                 # 2: CPU noise from a keyed integer mix (sa
 #                                      C functions, the digest kernels launched past Triton's dispatch; 9: float
 #                                      inputs drawn fresh where the reference's outputs are still; 10: every
 #                                      float input drawn afresh where the reference accepts it (task.drawn_fresh);
-#                                      11: no claim where one is not (task.fixed_inputs)
+#                                      11: no claim where one is not (task.fixed_inputs); Python numbers the
+#                                      workload varies drawn over their range, a list's floats noised
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 
