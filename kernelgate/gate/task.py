@@ -273,48 +273,79 @@ def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> 
     """`scalable` with the Python int and float arguments the workload's own draws vary (a sampler's timestep, a
     correlation) drawn uniformly over the range the pool's entries span ({"low", "high"}) every timed iteration,
     where nothing else varies them and the reference accepts it (red team 61: a memo keyed on a copied timestep
-    claimed 2.70x, one on a correlation the reference refused scaled 4x); one still copied, and a list whose
-    numbers vary but are copied, makes the run claim nothing (`fixed_inputs`). An argument the same in every
-    entry (a dim, a size, an eps) is copied. Decided once per task."""
+    claimed 2.70x, one on a correlation the reference refused scaled 4x). Then any part of a non-tensor argument
+    (a number, a string, a bool, at any depth of a list, tuple or dict) that the pool's entries vary and the timed
+    draws leave as it is makes the run claim nothing (`fixed_inputs`; red team 62: a memo keyed on a list of
+    tuples of floats, 2.03x, and on a complex number). An argument the same in every entry (a dim, a size, an
+    eps) is copied. Decided once per task."""
     o = task.oracle
     done = getattr(o, "scalar_arguments", None)
     if done is None:
         done = {}
-
-        def varies(i: int, kinds: tuple = (int, float)) -> bool:
-            vals = [xs[i] for xs in pool]
-            if isinstance(vals[0], (list, tuple)):
-                return any(type(a) in kinds and a != b for v in vals[1:] for a, b in zip(vals[0], v))
-            return any(v != vals[0] for v in vals[1:])
-
-        def same_lists(i: int) -> bool:
-            return len(pool) > 1 and all(isinstance(xs[i], (list, tuple)) and len(xs[i]) == len(pool[0][i])
-                                         for xs in pool)
-
         nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
-                and all(type(xs[i]) is type(x) for xs in pool) and varies(i)]
+                and all(type(xs[i]) is type(x) for xs in pool) and any(xs[i] != x for xs in pool[1:])]
         want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool)} for i in nums}
         if want:
             mark = [want.get(i, ok) for i, ok in enumerate(scalable)]
             done = {i: want[i] for i in _accepted(task, pool[0], mark, sorted(want))}
-        fixed = {i: "copied (a number the workload's draws vary)" for i in want if i not in done}
-        for i, x in enumerate(pool[0]):     # a list copied whole, or a list's ints (its floats are varied)
-            if isinstance(x, dict) and len(pool) > 1 and all(isinstance(xs[i], dict) for xs in pool) and any(
-                    type(v) in (int, float) and xs[i].get(k) != v for xs in pool[1:] for k, v in x.items()):
-                fixed[i] = "copied (a dict of numbers the workload's draws vary)"
-            if not isinstance(x, (list, tuple)):
-                continue
-            if scalable[i] is False and (any(isinstance(y, torch.Tensor) and (y.is_floating_point() or y.is_complex())
-                                             for y in x) or same_lists(i) and varies(i)):
-                fixed[i] = "copied (a list of float tensors or of numbers the workload's draws vary)"
-            elif scalable[i] is True and same_lists(i) and varies(i, (int,)):
-                fixed[i] = "its ints copied (a list whose ints the workload's draws vary)"
+        marks = [done.get(i, ok) for i, ok in enumerate(scalable)]
+        fixed = {i: f"copied in part ({where})" for i, where in _left_alone(pool, marks).items()}
         if fixed:
-            log.info("arguments %s are copied into timed iterations (the reference does not accept new draws of "
-                     "them; no speedup is claimed)", sorted(fixed))
+            log.info("arguments %s are partly copied into timed iterations though the workload's draws vary them "
+                     "(no speedup is claimed): %s", sorted(fixed), fixed)
             o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
         o.scalar_arguments = done
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
+
+
+def _leaves(x: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(path, leaf) of a nested list, tuple or dict; anything else is one leaf."""
+    if isinstance(x, (list, tuple)):
+        return [leaf for j, y in enumerate(x) for leaf in _leaves(y, f"{path}[{j}]")]
+    if isinstance(x, dict):
+        return [leaf for k, y in x.items() for leaf in _leaves(y, f"{path}[{k!r}]")]
+    return [(path, x)]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:           # an object without a plain comparison: the same only when it is the same object
+        return a is b
+
+
+#: timed draws compared with the pool's first entry to find the parts of an argument left alone
+LEAF_DRAWS = 8
+
+
+def _left_alone(pool: list[list[Any]], marks: list[Any]) -> dict[int, str]:
+    """The non-tensor arguments with a part the pool's entries vary (same structure) that LEAF_DRAWS timed draws
+    of the first entry (sandbox/loop.fresh, as the worker makes them) all leave equal to it: {index: its paths}.
+    Top-level tensors are drawn_fresh's."""
+    out: dict[int, str] = {}
+    if len(pool) < 2:
+        return out
+    idx = [i for i, x in enumerate(pool[0]) if not isinstance(x, torch.Tensor)]
+    if not idx:
+        return out
+    sub = [pool[0][i] for i in idx]
+    draws = [timing.fresh(sub, timing.SCALE_RANGE[d % 2], secrets.randbits(62), [marks[i] for i in idx],
+                          [0.0] * len(idx), "cpu") for d in range(LEAF_DRAWS)]
+    for n, i in enumerate(idx):
+        base = _leaves(pool[0][i])
+        others = [_leaves(xs[i]) for xs in pool[1:]]
+        if any([p for p, _ in o] != [p for p, _ in base] for o in others):
+            continue                            # the structure itself varies: no part to compare
+        drawn = [_leaves(d[n]) for d in draws]
+        paths = [p for k, (p, v) in enumerate(base)
+                 if any(not _same(o[k][1], v) for o in others)
+                 and all(len(dl) == len(base) and _same(dl[k][1], v) for dl in drawn)]
+        if paths:
+            out[i] = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "") if paths != [""] else "its value"
+    return out
 
 
 #: independent draws the reference must accept before an integer input is redrawn in the timed loop
@@ -396,9 +427,8 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
             o.fixed_inputs = fixed
         # Python float arguments (red team 59: a memo keyed on the pool's four values, 9.1x), and lists holding
         # Python floats or float tensors (red team 61: a tuple of floats was copied, a memo keyed on it 4x)
-        floats = [i for i, x in enumerate(xs) if (isinstance(x, float) and scalable[i] is False)
-                  or (isinstance(x, (list, tuple)) and any(type(y) is float or isinstance(y, torch.Tensor)
-                                                          and (y.is_floating_point() or y.is_complex()) for y in x))]
+        floats = [i for i, x in enumerate(xs) if (isinstance(x, (float, complex)) and scalable[i] is False)
+                  or (isinstance(x, (list, tuple, dict)) and timing.loop.has_floats(x))]
         if floats:
             mark = [done.get(i, ok) for i, ok in enumerate(scalable)]
             for i in floats:

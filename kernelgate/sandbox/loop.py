@@ -104,17 +104,29 @@ def rms(xs: list[Any], scalable: list[Any]) -> list[float]:
             if varied(ok) and isinstance(x, torch.Tensor) and x.numel() else 0.0 for x, ok in zip(xs, scalable)]
 
 
+def has_floats(x: Any) -> bool:
+    """Whether a list, tuple or dict holds, at any depth, a Python float or complex or a float or complex tensor."""
+    if isinstance(x, (list, tuple)):
+        return any(has_floats(y) for y in x)
+    if isinstance(x, dict):
+        return any(has_floats(y) for y in x.values())
+    return isinstance(x, (float, complex)) or (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+                                           and x.numel() > 0)
+
+
 def _fresh_list(x: Any, s: float, seed: int, device: str) -> Any:
     """A list or tuple argument's float and complex tensors varied as top-level ones (each its own seed, its own
     RMS; new tensors), the rest as they are (red team 24: tensors inside a list were copied into every timed
     iteration, and a memo of their products claimed 2.1-2.9x); its Python floats scaled and noised as top-level
     ones (red team 61: a tuple of two floats copied, a memo of a solve keyed on it)."""
-    items = list(x)
-    marks = [type(y) is float or isinstance(y, torch.Tensor) and (y.is_floating_point() or y.is_complex())
-             and y.numel() > 0 for y in items]
+    keys = list(x) if isinstance(x, dict) else None
+    items = [x[k] for k in keys] if keys is not None else list(x)
     seeds = [(seed * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF for j in range(len(items))]
-    out = [fresh([y], s, sd, [True], rms([y], [True]) if isinstance(y, torch.Tensor) else [0.0], device)[0] if m else y
-           for y, m, sd in zip(items, marks, seeds)]
+    out = [(_fresh_list(y, s, sd, device) if isinstance(y, (list, tuple, dict))      # nested: red team 62
+            else fresh([y], s, sd, [True], rms([y], [True]) if isinstance(y, torch.Tensor) else [0.0], device)[0])
+           if has_floats(y) else y for y, sd in zip(items, seeds)]
+    if keys is not None:
+        return dict(zip(keys, out))
     try:
         return type(x)(out)
     except TypeError:
@@ -245,10 +257,10 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
-        if isinstance(x, (list, tuple)) and ok is True:
+        if isinstance(x, (list, tuple, dict)) and ok is True:
             res.append(_fresh_list(x, s, (seed * 31 + k) & 0x7FFFFFFFFFFFFFFF, device))
             continue
-        if isinstance(x, float) and ok is True:   # a Python float argument: scaled and noised like a tensor's values
+        if isinstance(x, (float, complex)) and ok is True:   # a Python float or complex: scaled and noised as a tensor
             u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53) * 2.0 - 1.0
             res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * u))
             continue

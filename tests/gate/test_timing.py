@@ -299,10 +299,11 @@ def test_python_numbers_the_workload_varies_are_drawn_over_their_range(monkeypat
     task = SimpleNamespace(oracle=SimpleNamespace())
     got = task_mod.scalar_arguments(task, pool, marks)
     assert got == [True, {"low": 2, "high": 9}, {"low": 0.2, "high": 0.9}, False, False, True, True]
-    assert task_mod.fixed_inputs(task) == "input 6 its ints copied (a list whose ints the workload's draws vary)"
+    assert task_mod.fixed_inputs(task) == "input 6 copied in part ([0])"     # a list's int the workload varies
     refused.add(2)
     task = SimpleNamespace(oracle=SimpleNamespace())
-    assert task_mod.scalar_arguments(task, pool, marks)[2] is False and "input 2 copied" in task_mod.fixed_inputs(task)
+    assert task_mod.scalar_arguments(task, pool, marks)[2] is False
+    assert task_mod.fixed_inputs(task) == "input 2 copied in part (its value), input 6 copied in part ([0])"
     draws = [timing.fresh(pool[0], 1.1, seed, got, [1.0] + [0.0] * 6, "cpu") for seed in range(40)]
     ints, floats = {d[1] for d in draws}, {d[2] for d in draws}
     assert ints == set(range(2, 10)) and len(floats) == 40 and all(0.2 <= f <= 0.9 for f in floats)
@@ -310,6 +311,27 @@ def test_python_numbers_the_workload_varies_are_drawn_over_their_range(monkeypat
     tuples = {d[5] for d in draws}
     assert len(tuples) == 40 and all(isinstance(t, tuple) and t[1] == 7 for t in tuples)
     assert timing.fresh(pool[0], 1.1, 5, got, [1.0] + [0.0] * 6, "cpu")[1:3] == draws[5][1:3]    # the judge's rebuild
+
+
+def test_any_part_of_an_argument_the_workload_varies_is_varied_or_the_claim_withheld(monkeypatch):
+    """Red team 62: a list of tuples of floats and a Python complex were copied into every timed call (a memo keyed
+    on them claimed 2.03x): nested containers' floats and complex numbers are scaled and noised; whatever part of an
+    argument the workload's draws vary and the timed draws leave alone (a string, a nested int) withholds the claim."""
+    from types import SimpleNamespace
+
+    from kernelgate.gate import task as task_mod
+    from kernelgate.sandbox import loop
+    pool = [[[(0.1 * t, 0.2), (0.3, t)], complex(t, 1.0), {"mode": "ab"[t % 2], "w": 2.0}, "same"]
+            for t in (1, 2, 3, 4)]
+    marks = [True, True, True, False]
+    monkeypatch.setattr(task_mod, "_accepted", lambda task, xs_, mark, keys: list(keys))
+    task = SimpleNamespace(oracle=SimpleNamespace())
+    assert task_mod.scalar_arguments(task, pool, marks) == marks
+    assert task_mod.fixed_inputs(task) == "input 0 copied in part ([1][1]), input 2 copied in part (['mode'])"
+    a, b = (loop.fresh(pool[0], 1.1, seed, marks, [0.0] * 4, "cpu") for seed in (3, 4))
+    assert a[0][0][0] != b[0][0][0] and a[0][1][1] == 1 and isinstance(a[0][0], tuple)     # nested floats varied
+    assert a[1] != b[1] and isinstance(a[1], complex) and a[2]["mode"] == "b" and a[2]["w"] != b[2]["w"]
+    assert a[3] == "same" and loop.fresh(pool[0], 1.1, 3, marks, [0.0] * 4, "cpu") == a     # the judge's rebuild
 
 
 def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration():
