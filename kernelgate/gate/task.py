@@ -348,17 +348,18 @@ def _left_alone(pool: list[list[Any]], marks: list[Any]) -> dict[int, str]:
     return out
 
 
-#: independent draws the reference must accept before an integer input is redrawn in the timed loop
-RESAMPLE_DRAWS = 4
-
 def fixed_inputs(task: Task) -> str:
-    """The float inputs a timed iteration does not draw afresh (no fresh draw or bootstrap the reference
-    accepts): each is the pool entry scaled and noised, scaled, or copied, near what the trials gave, where a memo
-    refining or reusing an earlier answer can be exact (red team 59: 1.52x claimed for a solve no faster on new
+    """The inputs a timed iteration does not draw afresh: float inputs no fresh draw or bootstrap the reference
+    accepts suits (`drawn_fresh`: the pool entry scaled and noised, scaled, or copied, near what the trials gave)
+    and parts of other arguments the workload varies and the timed draws leave alone (`scalar_arguments`), where
+    a memo refining or reusing an earlier answer can be exact (red team 59: 1.52x claimed for a solve no faster on new
     inputs). A speedup is then not claimed (timing.speedup's `fixed`); empty where every input is drawn afresh."""
     fixed = getattr(task.oracle, "fixed_inputs", None) or {}
     return ", ".join(f"input {i} {how}" for i, how in sorted(fixed.items()))
 
+
+#: independent draws the reference must accept before an integer input is redrawn in the timed loop
+RESAMPLE_DRAWS = 4
 
 def _accepted(task: Task, xs: list[Any], mark: list[Any], keys: list[int]) -> list[int]:
     """The inputs of `keys` whose timed draws under `mark` (the others drawn as `mark` says too) the reference

@@ -177,6 +177,11 @@ def cpu_noise(n: int, seed: int) -> torch.Tensor:
     return cpu_noise_bytes(n, seed).float().sub_(MID).mul_(UNIT)
 
 
+def _unit(seed: int, k: int) -> float:
+    """Input k's one uniform value in [0, 1) for an iteration's seed (a Python number's draw), the same on both sides."""
+    return (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53)
+
+
 def _seed_of(seed: int, k: int) -> int:
     """Input k's own noise seed (CPU)."""
     return (seed + k * _GOLDEN) & ((1 << 62) - 1)
@@ -261,15 +266,13 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
             res.append(_fresh_list(x, s, (seed * 31 + k) & 0x7FFFFFFFFFFFFFFF, device))
             continue
         if isinstance(x, (float, complex)) and ok is True:   # a Python float or complex: scaled and noised as a tensor
-            u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53) * 2.0 - 1.0
-            res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * u))
+            res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * (2.0 * _unit(seed, k) - 1.0)))
             continue
         if type(x) is int and isinstance(ok, dict):     # a Python int the workload varies: uniform over its range
             res.append(int(ok["low"]) + _splitmix(_seed_of(seed, k)) % (int(ok["high"]) - int(ok["low"]) + 1))
             continue
         if type(x) is float and isinstance(ok, dict):   # a Python float the workload varies: uniform over its range
-            u = (_splitmix(_seed_of(seed, k)) >> 11) / float(1 << 53)
-            res.append(float(ok["low"]) + (float(ok["high"]) - float(ok["low"])) * u)
+            res.append(float(ok["low"]) + (float(ok["high"]) - float(ok["low"])) * _unit(seed, k))
             continue
         if not isinstance(x, torch.Tensor):
             res.append(x)
