@@ -579,6 +579,9 @@ def main() -> None:
     import threading
     from . import isolation
     isolation.worker_setup()
+    # Python's own SIGINT handler whatever the judge was started with (a background job starts with SIGINT
+    # ignored, and Python then keeps it ignored): the worker behaves the same however kernelgate was launched.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # Blocked in this thread before any candidate code exists (the harness thread restores the mask for itself):
     # a signal aimed at the main thread stays pending for good, never running Python's SIGINT handler here.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
