@@ -51,6 +51,51 @@ def _same_bits(a: Any, b: Any) -> bool:
     return bit_equal(a, b)
 
 
+#: a timed draw's reference outputs may hold this much larger a share of exact zeros, or of rows repeating an
+#: earlier row, than the workload's own entry (plus 2 elements' or rows' worth): more is work a candidate skips
+#: there and not on the workload (red team 62: three boxes in four empty, half the sequences empty)
+LIKE_SLACK = 0.1
+HASH_CHUNK = 1 << 22             # elements of an output hashed at a time (float64)
+
+
+def shares(outs: list[Any]) -> list[tuple[float, float, int, int] | None]:
+    """Per output tensor: (share of exact zeros, share of rows along dim 0 that repeat an earlier row, elements,
+    rows); None for anything else. Rows are compared through a fixed random projection (float64, NaN and Inf
+    mapped to finite values), computed a chunk of rows at a time."""
+    got: list[tuple[float, float, int, int] | None] = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or not o.numel():
+            got.append(None)
+            continue
+        t = torch.view_as_real(o.resolve_conj()) if o.is_complex() else o
+        zeros = float((t == 0).sum()) / t.numel()
+        dup, rows = 0.0, 0
+        if t.dim() >= 2 and t.shape[0] > 1 and t[0].numel() > 1:
+            rows, width = t.shape[0], t[0].numel()
+            flat = t.reshape(rows, width)
+            g = torch.Generator(device="cpu").manual_seed(0)
+            v = torch.randn(width, dtype=torch.float64, generator=g).to(t.device)
+            step = max(1, HASH_CHUNK // width)
+            h = torch.cat([torch.nan_to_num(c.to(torch.float64), nan=1.5e300, posinf=1e300, neginf=-1e300)
+                           .clamp(-1e150, 1e150) @ v for c in flat.split(step)])
+            dup = 1.0 - torch.unique(h).numel() / rows
+        got.append((zeros, dup, t.numel(), rows))
+    return got
+
+
+def unlike(new: list[Any], base: list[Any]) -> str:
+    """Where `new` (shares of a timed draw's outputs) holds more exact zeros or repeated rows than `base` (the
+    workload's entry) by more than LIKE_SLACK; empty when it does not."""
+    for k, (a, b) in enumerate(zip(new, base)):
+        if a is None or b is None:
+            continue
+        if a[0] - b[0] > LIKE_SLACK + 2 / a[2]:
+            return f"output {k}: {a[0]:.0%} exact zeros against {b[0]:.0%}"
+        if a[3] and b[3] and a[1] - b[1] > LIKE_SLACK + 2 / a[3]:
+            return f"output {k}: {a[1]:.0%} repeated rows against {b[1]:.0%}"
+    return ""
+
+
 class Prober:
     """Runs the reference (task dtype) on trial inputs and parameters before any candidate sees them.
 
@@ -123,12 +168,20 @@ class Prober:
         getattr(self.oracle, "give_back", lambda: None)()
 
     def ok(self, xs: list[Any], state: dict[str, torch.Tensor],
-           base: tuple[list[Any], dict[str, torch.Tensor]] | None = None) -> bool:
+           base: tuple[list[Any], dict[str, torch.Tensor]] | None = None, like: list[Any] | None = None) -> bool:
         """The reference accepts `xs` under `state`: it runs, and its outputs are finite, or non-finite only
-        where they are on `base` (the same trial without the change)."""
+        where they are on `base` (the same trial without the change); with `like` (`shares` of the workload's
+        entry), a timed draw's outputs also hold no more exact zeros or repeated rows than it (`unlike`)."""
         outs = self.run(xs, state)
         if outs is None:
             return False
+        if like is not None:
+            why = unlike(shares(outs), like)
+            if why:
+                log.debug("a timed draw refused: %s", why)
+                del outs
+                self._give_back()
+                return False
         masks = _nonfinite(outs)
         del outs                      # the masks only: a probe holds one run's outputs at a time
         self._give_back()
@@ -148,6 +201,18 @@ class Prober:
             if b is None or b.shape != m.shape or bool((m & ~b).any()):
                 return False
         return True
+
+    def like(self, xs: list[Any], state: dict[str, torch.Tensor]) -> list[Any] | None:
+        """`shares` of the reference's outputs on the workload's entry `xs` (kept for the same list object), the
+        yardstick of timed draws; None when it does not run."""
+        kept = getattr(self, "_like", None)
+        if kept is None or kept[0] is not xs:
+            outs = self.run(xs, state)
+            kept = (xs, None if outs is None else shares(outs))
+            del outs
+            self._give_back()
+            self._like = kept
+        return kept[1]
 
     def domains(self) -> dict[int, workload.IntDomain]:
         """Valid ranges of the integer and bool inputs (inferred once per task; empty when there are none)."""

@@ -264,7 +264,7 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
             scalable.append(True)
         else:
             scalable.append([float(d.low), float(d.high)])
-    for i, mark in resampled(task, pool[0]).items():
+    for i, mark in resampled(task, pool[0], pool).items():
         scalable[i] = mark
     return pool, scalar_arguments(task, pool, drawn_fresh(task, pool[0], scalable))
 
@@ -366,6 +366,7 @@ def _accepted(task: Task, xs: list[Any], mark: list[Any], keys: list[int]) -> li
     accepts on RESAMPLE_DRAWS draws: all at once, or grown one input at a time (trials.most_accepted)."""
     from .trials import most_accepted, prober
     pr = prober(task)
+    like = pr.like(xs, task.oracle.state0)
     dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
     rms_ = timing.rms(xs, mark)
     for d in range(RESAMPLE_DRAWS):
@@ -373,7 +374,7 @@ def _accepted(task: Task, xs: list[Any], mark: list[Any], keys: list[int]) -> li
             break
         # at the timed scales' two ends in turn (red team 60: at 1.0 a scale-only draw was the entry itself)
         drawn = timing.fresh(dev, timing.SCALE_RANGE[d % 2], secrets.randbits(62), mark, rms_, task.device)
-        keys = most_accepted(pr, dev, task.oracle.state0, {i: drawn[i] for i in keys})
+        keys = most_accepted(pr, dev, task.oracle.state0, {i: drawn[i] for i in keys}, like)
         del drawn
     pr.restore()
     return keys
@@ -440,12 +441,27 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 
 
-def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
+def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int]:
+    """The range a timed draw of integer input `i` takes: the span of the workload's own draws (the pool's
+    entries), inside the range the trials infer for it (red team 62: lengths drawn over the inferred range, widened
+    to every size they could index, left half the sequences empty where the workload's are nearly full, and a
+    candidate skipping empty ones claimed 1.67x); the inferred range where the entries hold one value alone (a
+    lean task's one entry, a timestep shared by the batch: it moves, as before)."""
+    lo = max(int(min(int(xs[i].min()) for xs in pool)), int(domain.low))
+    hi = min(int(max(int(xs[i].max()) for xs in pool)), int(domain.high))
+    if lo >= hi:
+        return {"low": domain.low, "high": domain.high}
+    return {"low": lo, "high": hi}
+
+
+def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) -> dict[int, Any]:
     """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh):
-    uniformly over the range the trials infer for it ({"low", "high"}: a timestep shared by the batch moves
-    too), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where the
-    reference accepts such a draw (prober.Prober.ok: it runs, no new non-finite outputs), all at once or grown
-    one input at a time (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
+    uniformly over the span of the workload's draws inside the range the trials infer for it (`_span`,
+    {"low", "high"}), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where
+    the reference accepts such a draw (prober.Prober.ok: it runs, no new non-finite outputs, no more exact zeros
+    or repeated rows in its outputs than the entry's), all at once or grown one input at a time
+    (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it
+    refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
     done = getattr(o, "resampled", None)
     if done is not None:
@@ -457,14 +473,15 @@ def resampled(task: Task, xs: list[Any]) -> dict[int, Any]:
         from .trials import most_accepted, prober
         pr = prober(task)
         domains = pr.domains()
-        want = {i: {"low": domains[i].low, "high": domains[i].high}
+        like = pr.like(xs, o.state0)
+        want = {i: _span(domains[i], i, pool or [xs])
                 if i in domains and xs[i].dtype != torch.bool else timing.RESAMPLE for i in ints}
         mark = [want.get(i, False) for i in range(len(xs))]
         dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
         keys = ints
         for _ in range(RESAMPLE_DRAWS):     # every draw accepted: one lucky draw (sorted offsets) proves nothing
             drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, [0.0] * len(xs), task.device)
-            keys = most_accepted(pr, dev, o.state0, {i: drawn[i] for i in keys})
+            keys = most_accepted(pr, dev, o.state0, {i: drawn[i] for i in keys}, like)
             if not keys:
                 break
         pr.restore()

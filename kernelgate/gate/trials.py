@@ -225,17 +225,17 @@ def _main_trial(task, pr: Prober, g: torch.Generator, r: random.Random, t: int, 
 
 
 def most_accepted(pr: Prober, xs: list[Any], state: dict[str, torch.Tensor],
-                  changed: dict[int, Any]) -> list[int]:
-    """The inputs of `changed` the reference accepts together (Prober.ok against `xs`): all of them, else the
-    set grown one input at a time in order, each kept where the reference accepts it beside those kept before
-    (an input the reference refuses changed leaves the others tried: red team 23); [] when none."""
+                  changed: dict[int, Any], like: list[Any] | None = None) -> list[int]:
+    """The inputs of `changed` the reference accepts together (Prober.ok against `xs`, `like` passed on): all of
+    them, else the set grown one input at a time in order, each kept where the reference accepts it beside those
+    kept before (an input the reference refuses changed leaves the others tried: red team 23); [] when none."""
     keys = sorted(changed)
-    if keys and pr.ok(merged(xs, changed, keys), state, (xs, state)):
+    if keys and pr.ok(merged(xs, changed, keys), state, (xs, state), like):
         return keys
     kept: list[int] = []
     if len(keys) > 1:
         for i in keys:
-            if pr.ok(merged(xs, changed, kept + [i]), state, (xs, state)):
+            if pr.ok(merged(xs, changed, kept + [i]), state, (xs, state), like):
                 kept.append(i)
     return kept
 

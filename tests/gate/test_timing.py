@@ -194,7 +194,8 @@ def get_init_inputs():
 """
     t = task_mod.prepare(workload.Spec.parse(write("bag.py", bag), "Model"), "cpu", Contract())
     _, scalable = task_mod.timing_pool(t, 1, torch.Generator().manual_seed(0))
-    assert scalable[0] == {"low": 0, "high": 49}    # indices: fresh draws over the table every iteration
+    # indices: fresh draws every iteration over the span of the workload's (inside the table's range)
+    assert set(scalable[0]) == {"low", "high"} and 0 <= scalable[0]["low"] < 5 and 45 <= scalable[0]["high"] <= 49
     assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
 
 
@@ -244,6 +245,62 @@ def get_inputs():
         t = _prepared(write, name + ".py", body)
         _, got[name] = task_mod.timing_pool(t, 2, torch.Generator().manual_seed(0))
     assert got == {"argmax": [timing.BOOTSTRAP], "rooted": [timing.BOOTSTRAP], "spd": [True]}
+
+
+def test_timed_draws_stay_in_the_workloads_distribution(write):
+    """Red team 62: lengths drawn over the range inferred for correctness (widened to every size they could index)
+    left half the timed sequences empty where the workload's are nearly full, and boxes drawn at fresh coordinate
+    positions were three in four empty; candidates skipping empty ones claimed 1.67x and 1.79x. Integers are timed
+    over the span of the workload's draws, and a draw whose reference outputs hold more exact zeros or repeated
+    rows than the workload's entry is refused (the boxes then fall back to scaled and noised: no claim)."""
+    from kernelgate.gate import task as task_mod
+    lengths = """
+class Model(nn.Module):
+    def forward(self, x, lengths):
+        valid = torch.arange(x.shape[1])[None, :] < lengths[:, None]
+        return x.masked_fill(~valid[..., None], 0.0).sum(1) / valid.sum(1, keepdim=True).clamp(min=1)
+def get_inputs():
+    return [torch.randn(16, 32, 8), torch.randint(24, 33, (16,))]
+"""
+    boxes = """
+class Model(nn.Module):
+    def forward(self, feat, boxes):
+        valid = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+        return (boxes @ feat) * valid[:, None].to(feat.dtype)
+def get_inputs():
+    xy0 = torch.rand(64, 2) * 0.6
+    return [torch.randn(4, 16), torch.cat([xy0, xy0 + 0.1 + torch.rand(64, 2) * 0.3], dim=1)]
+"""
+    t = _prepared(write, "lengths.py", lengths)
+    _, got = task_mod.timing_pool(t, 4, torch.Generator().manual_seed(0))
+    span = got[1]
+    assert isinstance(span, dict) and 24 <= span["low"] < span["high"] <= 32, span
+    assert task_mod.fixed_inputs(t) == ""
+    t = _prepared(write, "boxes.py", boxes)
+    _, got = task_mod.timing_pool(t, 2, torch.Generator().manual_seed(0))
+    assert got[0] == timing.BOOTSTRAP and got[1] not in (timing.BOOTSTRAP, timing.FRESH), got
+    assert "input 1" in task_mod.fixed_inputs(t)
+
+
+def test_shares_count_exact_zeros_and_repeated_rows():
+    from kernelgate.gate import prober
+    a = torch.randn(8, 5)
+    b = a.clone()
+    b[2:6] = 0.0                                    # 4 zero rows: 3 of them repeat the first
+    b[7] = b[0]
+    c = a.clone()
+    c[1] = float("nan")
+    c[3] = float("nan")
+    (za, da, na, ra), (zb, db, nb, rb), (_, dc, _, _) = prober.shares([a, b, c])
+    assert (za, da, na, ra) == (0.0, 0.0, 40, 8)
+    assert zb == 0.5 and db == 4 / 8 and (nb, rb) == (40, 8)
+    assert dc == 1 / 8                              # NaN rows compare equal to each other
+    assert prober.shares([torch.arange(6), 3.0, torch.zeros(0)]) == [(1 / 6, 0.0, 6, 0), None, None]
+    assert prober.unlike(prober.shares([b]), prober.shares([a])) == "output 0: 50% exact zeros against 0%"
+    assert prober.unlike(prober.shares([a]), prober.shares([b])) == ""          # fewer: no work skipped there
+    d = a.clone()
+    d[4:] = d[:4]
+    assert prober.unlike(prober.shares([d]), prober.shares([a])) == "output 0: 50% repeated rows against 0%"
 
 
 def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_values(monkeypatch):
