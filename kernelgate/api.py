@@ -17,7 +17,7 @@ from .config import GateConfig, TimingConfig, gate_config
 from .errors import KernelgateError
 from .gate import baselines as baselines_mod
 from .gate import bench as bench_mod
-from .gate.judge import judge, prepare
+from .gate.judge import early_worker, judge, prepare
 from .proposers import default_languages, parse_languages
 from .records import BenchResult, Contract, Reason, Verdict
 from .store import Row, Store
@@ -51,8 +51,13 @@ def verify(ref: str, cand: str, *, target: str = "cpu", contract: Contract | str
     cfg = _cached(cfg, st)               # extensions' builds are kept beside the store (sandbox/prebuild.py)
     spec = workload.Spec.parse(ref, workload.REFERENCE_CLASS, inputs)
     cand_spec = _candidate(cand)
-    task = prepare(spec, target, _contract(contract), cfg.memory)
-    verdict = judge(task, cand_spec, cfg)
+    worker = early_worker(target, cfg)   # its start overlaps the preparation
+    try:
+        task = prepare(spec, target, _contract(contract), cfg.memory)
+    except BaseException:
+        worker.close()
+        raise
+    verdict = judge(task, cand_spec, cfg, worker=worker)
     st.add("verify", spec.path, verdict.workload_hash, cand_spec.path, verdict.candidate_hash,
                       target, verdict.device, verdict.status.value, verdict.reason.value, verdict.message,
                       verdict.to_json())

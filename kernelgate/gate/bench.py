@@ -35,7 +35,7 @@ def bench(task: Task, cands: list[workload.Spec], cfg: GateConfig, tcfg: TimingC
     try:
         for label, cand in zip(labels, cands):
             say(f"verifying {label}")
-            v, s = judge_session(task, cand, cfg)        # verified and timed in the same process
+            v, s = judge_session(task, cand, cfg, profiled=False)     # verified and timed in the same process
             verdicts[label] = v
             if v.accepted:
                 sessions[label] = s

@@ -17,7 +17,7 @@ import torch
 from .. import workload
 from ..config import GateConfig
 from ..records import Check, Reason, Status, Verdict
-from ..sandbox import Spares
+from ..sandbox import Spares, Worker
 from . import memory, screen, timing
 from . import verdict as verdicts
 from .session import Phase, Rejected, Session, no_phase, worker_limits  # noqa: F401 - the names callers use
@@ -29,18 +29,22 @@ from .trials import main_count
 REDUCED_PLAN = "trial plan (parametric variant)"
 
 
-def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = False, reduced: str = "") -> Verdict:
+def judge(task: Task, cand: workload.Spec, cfg: GateConfig, own_code: bool = False, reduced: str = "",
+          worker: Worker | None = None) -> Verdict:
     """Full correctness gate for one candidate, in a process of its own. `own_code`: the candidate is the
     reference or a module kernelgate emitted from it (Session: its worker shares the trusted compile cache).
-    `reduced`: why cfg.trials is smaller than the default (recorded as the verdict's trial plan)."""
-    verdict, session = judge_session(task, cand, cfg, own_code=own_code, reduced=reduced)
+    `reduced`: why cfg.trials is smaller than the default (recorded as the verdict's trial plan). `worker`: the
+    candidate's process, started earlier with no candidate code (`early_worker`), else one is started here."""
+    verdict, session = judge_session(task, cand, cfg, own_code=own_code, reduced=reduced, worker=worker,
+                                     profiled=False)
     session.worker.close()
     return verdict
 
 
 def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spares | None = None,
                   phase: Phase = no_phase, reduced: str = "", own_code: bool = False,
-                  deadline: float | None = None) -> tuple[Verdict, Session]:
+                  deadline: float | None = None, worker: Worker | None = None,
+                  profiled: bool = True) -> tuple[Verdict, Session]:
     """The gate, returning the candidate's live worker as well (closed unless accepted), so the same
     process can be timed next. The caller closes it. With `spares`, the candidate's process is a spare
     started earlier, and the next spare starts as this one is taken. `phase` times its parts
@@ -51,16 +55,20 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
     check. Only the number of main trials differs: every kind of check runs.
 
     `deadline` (time.monotonic()): a search's budget for the judgement; a request past it ends the judgement
-    rejected for `timeout` (budget), never accepted."""
+    rejected for `timeout` (budget), never accepted. `worker`: a process started earlier with no candidate code
+    (verify's `early_worker`). `profiled`: the worker may be profiled after it is timed (a search's), so its prime
+    starts the profiler's threads."""
     t0 = time.perf_counter()
     with phase("worker start"):         # a spare's prime in flight is waited for here
-        worker = spares.take() if spares is not None else None
+        if spares is not None:
+            worker = spares.take()
     if spares is not None:              # the next one starts now: its prime overlaps this candidate's build and
         with phase("spares"):           # trials (a prime took 4.8 s on an H100, after 2.7 s of imports)
             spares.refill()
     s = Session(task, cand, cfg, worker=worker, own_code=own_code)
     s.phase = phase
     s.deadline = deadline
+    s.profiled = profiled               # False: judged (and timed) only, never profiled, so no profiler primed
     s.checks.append(task.admission)
     s.notes.extend(screen.scan(cand.path))
     try:
@@ -91,6 +99,17 @@ def judge_session(task: Task, cand: workload.Spec, cfg: GateConfig, spares: Spar
         raise
     s.deadline = None                   # judged: the timing that follows keeps its own
     return verdicts.build(task, s, Status.ACCEPTED, Reason.OK, "all checks passed", t0), s
+
+
+def early_worker(target: str, cfg: GateConfig) -> Worker:
+    """A candidate's worker started before its task is prepared (no candidate code in it, nothing sent): its
+    interpreter start and torch import, about two seconds on a CPU host, overlap the oracle's preparation. For
+    `judge(worker=...)`; the caller closes it if the judgement never starts."""
+    device = resolve_device(target)
+    w = Worker("candidate", output_limit=cfg.output_limit,
+               memory_limit=cfg.memory_limit if device == "cpu" else None)
+    w.start()
+    return w
 
 
 def _timed_recheck(task: Task, s: Session, cfg: GateConfig) -> None:

@@ -114,6 +114,7 @@ class Session:
         self.given: tuple[list[Any], float] | None = None      # trial 1's tolerances and input scale (`floored`)
         self.torch_threads = self.torch_threads0 = 0
         self.phase: Phase = no_phase        # the search times the worker's start apart from the build
+        self.profiled = True                # the worker may be profiled: the prime starts the profiler's threads
         self.deadline: float | None = None  # time.monotonic() by which the judgement must be done (a search's)
         # the layout kinds tried: all, or in the lean memory plan two, a secret (each a call in the build phase and
         # a trial, each a task's worth through the host: a 16 GiB task's build phase took 60-90 s a layout)
@@ -172,7 +173,7 @@ class Session:
         """Import and construct in the worker; baselines (the reference itself) skip the fallback note."""
         t = self.task
         with self.phase("worker start"):        # a spare started ahead has (part of) this behind it
-            self.request(prime_request(t, self.cand.path), self.cfg.build_timeout, "start")
+            self.request(prime_request(t, self.cand.path, self.profiled), self.cfg.build_timeout, "start")
         # counted from outside before the candidate's import: threads it starts at import count too
         self.os_threads0, self.torch_threads0 = self.worker.os_threads(), self.torch_threads
         self.thread_stamps0 = isolation.thread_stamps(self.worker.pid) if self.worker.pid else {}

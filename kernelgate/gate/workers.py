@@ -17,10 +17,11 @@ def worker_limits(task: Task, cfg: GateConfig) -> dict:
     return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
 
 
-def prime_request(task: Task, path: str = "") -> dict:
+def prime_request(task: Task, path: str = "", profiler: bool = True) -> dict:
     """The harness's prime (sandbox/worker.py `op_prime`): before any candidate code, what torch starts on first
-    use, the digest kernels, and JAX's runtime for a file that imports JAX."""
-    return {"op": "prime", "device": task.device, "jax": bool(path) and uses_jax(path),
+    use (the profiler's threads where the worker will be profiled), the digest kernels, and JAX's runtime for a
+    file that imports JAX."""
+    return {"op": "prime", "device": task.device, "jax": bool(path) and uses_jax(path), "profiler": profiler,
             "native": native.ensure()}      # the harness's C mixes (kernelgate/native.py)
 
 

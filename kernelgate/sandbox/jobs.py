@@ -33,9 +33,11 @@ def flags() -> tuple:
     return tuple(numerics_flags().items())
 
 
-def prime(device: str) -> None:
+def prime(device: str, profiler: bool = True) -> None:
     """The runner thread's own start: its Python thread record (so torch asking for the current thread later
-    adds none) and, on CUDA, its current device."""
+    adds none) and, on CUDA, its current device. `profiler`: torch.profiler's first use too, for a worker that
+    will be profiled (a search's candidates, `kernelgate profile`): 1.4 s of a CPU worker's 4 s start, which a
+    worker only judged (verify, bench) does without."""
     threading.current_thread()
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device).index or 0)
@@ -45,9 +47,10 @@ def prime(device: str) -> None:
     # during the build would be there at it): the profiler's; on CUDA the autograd engine's device thread
     # (torch.compile's AOT autograd starts it); and no tqdm monitor (torch.fx's progress bars start one that
     # lives on), so none is left by an honest build
-    from torch.profiler import ProfilerActivity, profile as _profile
-    with _profile(activities=[ProfilerActivity.CPU]):
-        torch.ones(4).sum()
+    if profiler:
+        from torch.profiler import ProfilerActivity, profile as _profile
+        with _profile(activities=[ProfilerActivity.CPU]):
+            torch.ones(4).sum()
     if device.startswith("cuda"):
         with torch.enable_grad():           # jobs run with grad off unless asked
             x = torch.ones(2, device=device, requires_grad=True)

@@ -112,7 +112,7 @@ class Harness:
         gc.disable()
         if self.call is None:
             self.call, self.arm, self.dispose = runner.start(runner.stack_bytes(), self.fatal)
-            self.call(jobs.prime, (self.device,))
+            self.call(jobs.prime, (self.device, bool(msg.get("profiler", True))))
             self.caller0 = self._probe()   # a caller's ordinary code before any candidate code (sandbox/caller.py)
             self.threads0 = candidate_threads()      # the runner's own thread record is the harness's
             self.flags0 = self.numerics()
@@ -579,9 +579,7 @@ def main() -> None:
     import threading
     from . import isolation
     isolation.worker_setup()
-    # Python's own SIGINT handler whatever the judge was started with (a background job starts with SIGINT
-    # ignored, and Python then keeps it ignored): the worker behaves the same however kernelgate was launched.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as in any start (a background job's is ignored)
     # Blocked in this thread before any candidate code exists (the harness thread restores the mask for itself):
     # a signal aimed at the main thread stays pending for good, never running Python's SIGINT handler here.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
