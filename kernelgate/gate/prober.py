@@ -58,41 +58,48 @@ LIKE_SLACK = 0.1
 HASH_CHUNK = 1 << 22             # elements of an output hashed at a time (float64)
 
 
-def shares(outs: list[Any]) -> list[tuple[float, float, int, int] | None]:
-    """Per output tensor: (share of exact zeros, share of rows along dim 0 that repeat an earlier row, elements,
-    rows); None for anything else. Rows are compared through a fixed random projection (float64, NaN and Inf
-    mapped to finite values), computed a chunk of rows at a time."""
-    got: list[tuple[float, float, int, int] | None] = []
+def _repeated(t: torch.Tensor, d: int) -> float:
+    """The share of t's slices along dim d that repeat an earlier one, compared through a fixed random projection
+    (float64, NaN and Inf mapped to finite values), a chunk of slices at a time."""
+    moved = t.movedim(d, 0)
+    n, width = moved.shape[0], moved[0].numel()
+    g = torch.Generator(device="cpu").manual_seed(0)
+    v = torch.randn(width, dtype=torch.float64, generator=g).to(t.device)
+    step = max(1, HASH_CHUNK // width)
+    h = torch.cat([torch.nan_to_num(moved[c:c + step].reshape(-1, width).to(torch.float64), nan=1.5e300,
+                                    posinf=1e300, neginf=-1e300).clamp(-1e150, 1e150) @ v
+                   for c in range(0, n, step)])
+    return 1.0 - torch.unique(h).numel() / n
+
+
+def shares(outs: list[Any]) -> list[tuple[float, tuple[float, ...], int, tuple[int, ...]] | None]:
+    """Per output tensor: (share of exact zeros, per dim the share of slices along it that repeat an earlier one
+    (0 where the dim or a slice has one element), elements, shape); None for anything else. Every dim, not the
+    first alone (red team 63: a batch of one image's (1, N, HID) box features, three in four the same)."""
+    got: list[tuple[float, tuple[float, ...], int, tuple[int, ...]] | None] = []
     for o in outs:
         if not isinstance(o, torch.Tensor) or not o.numel():
             got.append(None)
             continue
         t = torch.view_as_real(o.resolve_conj()) if o.is_complex() else o
         zeros = float((t == 0).sum()) / t.numel()
-        dup, rows = 0.0, 0
-        if t.dim() >= 2 and t.shape[0] > 1 and t[0].numel() > 1:
-            rows, width = t.shape[0], t[0].numel()
-            flat = t.reshape(rows, width)
-            g = torch.Generator(device="cpu").manual_seed(0)
-            v = torch.randn(width, dtype=torch.float64, generator=g).to(t.device)
-            step = max(1, HASH_CHUNK // width)
-            h = torch.cat([torch.nan_to_num(c.to(torch.float64), nan=1.5e300, posinf=1e300, neginf=-1e300)
-                           .clamp(-1e150, 1e150) @ v for c in flat.split(step)])
-            dup = 1.0 - torch.unique(h).numel() / rows
-        got.append((zeros, dup, t.numel(), rows))
+        dups = tuple(_repeated(t, d) if t.shape[d] > 1 and t.numel() // t.shape[d] > 1 else 0.0
+                     for d in range(t.dim()))
+        got.append((zeros, dups, t.numel(), tuple(t.shape)))
     return got
 
 
 def unlike(new: list[Any], base: list[Any]) -> str:
-    """Where `new` (shares of a timed draw's outputs) holds more exact zeros or repeated rows than `base` (the
-    workload's entry) by more than LIKE_SLACK; empty when it does not."""
+    """Where `new` (shares of a timed draw's outputs) holds more exact zeros or repeated slices along a dim than
+    `base` (the workload's entry) by more than LIKE_SLACK; empty when it does not."""
     for k, (a, b) in enumerate(zip(new, base)):
         if a is None or b is None:
             continue
         if a[0] - b[0] > LIKE_SLACK + 2 / a[2]:
             return f"output {k}: {a[0]:.0%} exact zeros against {b[0]:.0%}"
-        if a[3] and b[3] and a[1] - b[1] > LIKE_SLACK + 2 / a[3]:
-            return f"output {k}: {a[1]:.0%} repeated rows against {b[1]:.0%}"
+        for d, (x, y) in enumerate(zip(a[1], b[1])):
+            if a[3][d] > 1 and x - y > LIKE_SLACK + 2 / a[3][d]:
+                return f"output {k}: {x:.0%} repeated slices along dim {d} against {y:.0%}"
     return ""
 
 

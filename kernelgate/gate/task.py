@@ -426,7 +426,7 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
                              "scaled and noised") if i in kept else "scaled" if done[i] else "copied" for i in left}
                 log.info("inputs %s are not drawn afresh in timed iterations (the reference does not accept it; no "
                          "speedup is claimed): %s", left, ", ".join(f"{i} {how}" for i, how in fixed.items()))
-            o.fixed_inputs = fixed
+            o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
         # Python float arguments (red team 59: a memo keyed on the pool's four values, 9.1x), and lists holding
         # Python floats or float tensors (red team 61: a tuple of floats was copied, a memo keyed on it 4x)
         floats = [i for i, x in enumerate(xs) if (isinstance(x, (float, complex)) and scalable[i] is False)
@@ -446,11 +446,13 @@ def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int]:
     entries), inside the range the trials infer for it (red team 62: lengths drawn over the inferred range, widened
     to every size they could index, left half the sequences empty where the workload's are nearly full, and a
     candidate skipping empty ones claimed 1.67x); the inferred range where the entries hold one value alone (a
-    lean task's one entry, a timestep shared by the batch: it moves, as before)."""
+    lean task's one entry: it moves, as before), and None where several entries hold one value alone (the
+    workload's constant, copied: red team 63's packed batches, every length the same, drawn over the inferred
+    range, left half the sequences empty)."""
     lo = max(int(min(int(xs[i].min()) for xs in pool)), int(domain.low))
     hi = min(int(max(int(xs[i].max()) for xs in pool)), int(domain.high))
     if lo >= hi:
-        return {"low": domain.low, "high": domain.high}
+        return None if len(pool) > 1 else {"low": domain.low, "high": domain.high}
     return {"low": lo, "high": hi}
 
 
@@ -476,6 +478,7 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
         like = pr.like(xs, o.state0)
         want = {i: _span(domains[i], i, pool or [xs])
                 if i in domains and xs[i].dtype != torch.bool else timing.RESAMPLE for i in ints}
+        ints = [i for i in ints if want[i] is not None]
         mark = [want.get(i, False) for i in range(len(xs))]
         dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
         keys = ints
@@ -486,8 +489,15 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
                 break
         pr.restore()
         marks = {i: want[i] for i in keys}
-        if len(keys) < len(ints):
+        refused = [i for i in ints if i not in keys]
+        if refused:
             log.info("integer inputs %s are copied unvaried into timed iterations: the reference does not accept "
-                     "new draws of their values", [i for i in ints if i not in keys])
+                     "new draws of their values", refused)
+            # one the workload's draws vary makes the run claim nothing (red team 63: a kNN graph's edges, whose
+            # uniform redraw leaves nodes without edges, copied; a cache of the pool's graphs claimed 2.2x)
+            varied = {i: "copied (the reference refuses its redraws)" for i in refused
+                      if any(not _same(xs_[i], xs[i]) for xs_ in (pool or [xs]))}
+            if varied:
+                o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **varied}
     o.resampled = marks
     return marks

@@ -282,7 +282,42 @@ def get_inputs():
     assert "input 1" in task_mod.fixed_inputs(t)
 
 
-def test_shares_count_exact_zeros_and_repeated_rows():
+def test_an_integer_input_the_workload_varies_and_the_timed_loop_copies_withholds_the_claim(write):
+    """Red team 63: a kNN graph's edges, refused redrawn, were copied into every timed call with nothing withheld
+    (a cache of the pool's graphs claimed 2.2x); lengths the workload holds at one value were drawn over the inferred
+    range (half the sequences empty). Copied and varied by the workload: withheld; one value in every entry: the
+    workload's constant, copied."""
+    from kernelgate.gate import task as task_mod
+    bag = """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(50, 8, mode="sum")
+    def forward(self, idx, offsets):
+        return self.emb(idx, offsets)
+def get_inputs():
+    cuts = torch.sort(torch.randint(1, 40, (3,))).values
+    return [torch.randint(0, 50, (40,)), torch.cat([torch.zeros(1, dtype=torch.long), cuts])]
+"""
+    packed = """
+class Model(nn.Module):
+    def forward(self, x, lengths):
+        valid = torch.arange(x.shape[1])[None, :] < lengths[:, None]
+        return x[:, 0] + x.masked_fill(~valid[..., None], 0.0).sum(1) / valid.sum(1, keepdim=True).clamp(min=1)
+def get_inputs():
+    return [torch.randn(16, 32, 8), torch.full((16,), 32)]
+"""
+    t = _prepared(write, "bag_varied.py", bag)
+    _, got = task_mod.timing_pool(t, 4, torch.Generator().manual_seed(0))
+    assert isinstance(got[0], dict) and got[1] is False
+    assert task_mod.fixed_inputs(t) == "input 1 copied (the reference refuses its redraws)"
+    t = _prepared(write, "packed.py", packed)
+    _, got = task_mod.timing_pool(t, 4, torch.Generator().manual_seed(0))
+    assert got[1] is False and task_mod.fixed_inputs(t) == ""
+
+
+def test_shares_count_exact_zeros_and_repeated_slices_along_every_dim():
+    """Red team 63: a (1, N, HID) output whose rows along dim 1 repeat went unseen when only dim 0 was looked at."""
     from kernelgate.gate import prober
     a = torch.randn(8, 5)
     b = a.clone()
@@ -291,16 +326,21 @@ def test_shares_count_exact_zeros_and_repeated_rows():
     c = a.clone()
     c[1] = float("nan")
     c[3] = float("nan")
-    (za, da, na, ra), (zb, db, nb, rb), (_, dc, _, _) = prober.shares([a, b, c])
-    assert (za, da, na, ra) == (0.0, 0.0, 40, 8)
-    assert zb == 0.5 and db == 4 / 8 and (nb, rb) == (40, 8)
-    assert dc == 1 / 8                              # NaN rows compare equal to each other
-    assert prober.shares([torch.arange(6), 3.0, torch.zeros(0)]) == [(1 / 6, 0.0, 6, 0), None, None]
+    (za, da, na, sa), (zb, db, nb, sb), (_, dc, _, _) = prober.shares([a, b, c])
+    assert (za, da, na, sa) == (0.0, (0.0, 0.0), 40, (8, 5))
+    assert zb == 0.5 and db[0] == 4 / 8 and (nb, sb) == (40, (8, 5))
+    assert dc[0] == 1 / 8                           # NaN rows compare equal to each other
+    assert prober.shares([torch.arange(6), 3.0, torch.zeros(0)]) == [(1 / 6, (0.0,), 6, (6,)), None, None]
     assert prober.unlike(prober.shares([b]), prober.shares([a])) == "output 0: 50% exact zeros against 0%"
     assert prober.unlike(prober.shares([a]), prober.shares([b])) == ""          # fewer: no work skipped there
     d = a.clone()
     d[4:] = d[:4]
-    assert prober.unlike(prober.shares([d]), prober.shares([a])) == "output 0: 50% repeated rows against 0%"
+    assert prober.unlike(prober.shares([d]), prober.shares([a])) == \
+        "output 0: 50% repeated slices along dim 0 against 0%"
+    e = a[None].clone()                             # (1, 8, 5): the repeats along dim 1
+    e[0, 4:] = e[0, :4]
+    assert prober.unlike(prober.shares([e]), prober.shares([a[None]])) == \
+        "output 0: 50% repeated slices along dim 1 against 0%"
 
 
 def test_floats_the_reference_refuses_at_fresh_positions_are_tried_as_fresh_values(monkeypatch):
