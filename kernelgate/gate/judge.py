@@ -23,6 +23,7 @@ from . import verdict as verdicts
 from .session import Phase, Rejected, Session, no_phase, worker_limits  # noqa: F401 - the names callers use
 from .task import Task, device_name, prepare, resolve_device, timing_pool  # noqa: F401
 from .trials import main_count
+from .workers import device_limits
 
 
 #: the name of the check a verdict with a reduced trial plan carries (a family's anchor must not have it)
@@ -105,9 +106,7 @@ def early_worker(target: str, cfg: GateConfig) -> Worker:
     """A candidate's worker started before its task is prepared (no candidate code in it, nothing sent): its
     interpreter start and torch import, about two seconds on a CPU host, overlap the oracle's preparation. For
     `judge(worker=...)`; the caller closes it if the judgement never starts."""
-    device = resolve_device(target)
-    w = Worker("candidate", output_limit=cfg.output_limit,
-               memory_limit=cfg.memory_limit if device == "cpu" else None)
+    w = Worker("candidate", **device_limits(resolve_device(target), cfg))
     w.start()
     return w
 

@@ -51,8 +51,8 @@ def _same_bits(a: Any, b: Any) -> bool:
     return bit_equal(a, b)
 
 
-#: a timed draw's reference outputs may hold this much larger a share of exact zeros, or of rows repeating an
-#: earlier row, than the workload's own entry (plus 2 elements' or rows' worth): more is work a candidate skips
+#: a timed draw's reference outputs may hold this much larger a share of exact zeros, or of slices along a dim
+#: repeating an earlier one, than the workload's own entry (plus 2 elements' or slices' worth): more is work a candidate skips
 #: there and not on the workload (red team 62: three boxes in four empty, half the sequences empty)
 LIKE_SLACK = 0.1
 HASH_CHUNK = 1 << 22             # elements of an output hashed at a time (float64)
@@ -125,6 +125,7 @@ class Prober:
         self.params = sorted({k for k, p in named if k in keys and _inexact(p) and p.numel()})
         self.int_buffers = any(not v.is_floating_point() and not v.is_complex() and v.numel() for v in o.state0.values())
         self._domains: dict[int, workload.IntDomain] | None = None
+        self._like: tuple[list[Any], list[Any] | None] | None = None    # (the entry, its `shares`): `like`
 
     def _cpu_copy(self) -> torch.nn.Module | None:
         """The reference on the CPU, for probes that could make a CUDA kernel assert; None when it cannot run
@@ -178,7 +179,7 @@ class Prober:
            base: tuple[list[Any], dict[str, torch.Tensor]] | None = None, like: list[Any] | None = None) -> bool:
         """The reference accepts `xs` under `state`: it runs, and its outputs are finite, or non-finite only
         where they are on `base` (the same trial without the change); with `like` (`shares` of the workload's
-        entry), a timed draw's outputs also hold no more exact zeros or repeated rows than it (`unlike`)."""
+        entry), a timed draw's outputs also hold no more exact zeros or repeated slices than it (`unlike`)."""
         outs = self.run(xs, state)
         if outs is None:
             return False
@@ -212,7 +213,7 @@ class Prober:
     def like(self, xs: list[Any], state: dict[str, torch.Tensor]) -> list[Any] | None:
         """`shares` of the reference's outputs on the workload's entry `xs` (kept for the same list object), the
         yardstick of timed draws; None when it does not run."""
-        kept = getattr(self, "_like", None)
+        kept = self._like
         if kept is None or kept[0] is not xs:
             outs = self.run(xs, state)
             kept = (xs, None if outs is None else shares(outs))

@@ -293,7 +293,7 @@ def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> 
         if fixed:
             log.info("arguments %s are partly copied into timed iterations though the workload's draws vary them "
                      "(no speedup is claimed): %s", sorted(fixed), fixed)
-            o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
+            _withhold(o, fixed)
         o.scalar_arguments = done
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 
@@ -346,6 +346,11 @@ def _left_alone(pool: list[list[Any]], marks: list[Any]) -> dict[int, str]:
         if paths:
             out[i] = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "") if paths != [""] else "its value"
     return out
+
+
+def _withhold(o: Any, fixed: dict[int, str]) -> None:
+    """Add inputs the timed loop does not draw afresh ({index: how}) to the oracle's record (`fixed_inputs`)."""
+    o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
 
 
 def fixed_inputs(task: Task) -> str:
@@ -426,7 +431,7 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
                              "scaled and noised") if i in kept else "scaled" if done[i] else "copied" for i in left}
                 log.info("inputs %s are not drawn afresh in timed iterations (the reference does not accept it; no "
                          "speedup is claimed): %s", left, ", ".join(f"{i} {how}" for i, how in fixed.items()))
-            o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **fixed}
+            _withhold(o, fixed)
         # Python float arguments (red team 59: a memo keyed on the pool's four values, 9.1x), and lists holding
         # Python floats or float tensors (red team 61: a tuple of floats was copied, a memo keyed on it 4x)
         floats = [i for i, x in enumerate(xs) if (isinstance(x, (float, complex)) and scalable[i] is False)
@@ -441,7 +446,7 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 
 
-def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int]:
+def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int] | None:
     """The range a timed draw of integer input `i` takes: the span of the workload's own draws (the pool's
     entries), inside the range the trials infer for it (red team 62: lengths drawn over the inferred range, widened
     to every size they could index, left half the sequences empty where the workload's are nearly full, and a
@@ -461,7 +466,7 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
     uniformly over the span of the workload's draws inside the range the trials infer for it (`_span`,
     {"low", "high"}), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where
     the reference accepts such a draw (prober.Prober.ok: it runs, no new non-finite outputs, no more exact zeros
-    or repeated rows in its outputs than the entry's), all at once or grown one input at a time
+    or repeated slices in its outputs than the entry's), all at once or grown one input at a time
     (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it
     refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
@@ -498,6 +503,6 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
             varied = {i: "copied (the reference refuses its redraws)" for i in refused
                       if any(not _same(xs_[i], xs[i]) for xs_ in (pool or [xs]))}
             if varied:
-                o.fixed_inputs = {**(getattr(o, "fixed_inputs", None) or {}), **varied}
+                _withhold(o, varied)
     o.resampled = marks
     return marks

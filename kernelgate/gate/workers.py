@@ -14,7 +14,12 @@ from .task import Task
 
 def worker_limits(task: Task, cfg: GateConfig) -> dict:
     """The limits every candidate's worker gets (for sandbox.Spares)."""
-    return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if task.device == "cpu" else None}
+    return device_limits(task.device, cfg)
+
+
+def device_limits(device: str, cfg: GateConfig) -> dict:
+    """`worker_limits` for a device, before its task is prepared (verify's early worker)."""
+    return {"output_limit": cfg.output_limit, "memory_limit": cfg.memory_limit if device == "cpu" else None}
 
 
 def prime_request(task: Task, path: str = "", profiler: bool = True) -> dict:

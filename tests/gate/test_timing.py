@@ -175,18 +175,23 @@ def test_integer_inputs_are_new_draws_of_their_own_values_every_iteration():
     assert abs(a[1].float().mean() - mask.float().mean()) < 0.1                 # the mask's density kept
 
 
-def test_the_timing_pool_redraws_integers_only_where_the_reference_accepts_it(write):
-    from kernelgate import workload
-    from kernelgate.gate import task as task_mod
-    from kernelgate.records import Contract
-    head = "import torch\nimport torch.nn as nn\n"
-    bag = head + """
+#: an EmbeddingBag over a table of 50 (the tests append their get_inputs)
+BAG = """
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.emb = nn.EmbeddingBag(50, 8, mode="sum")
     def forward(self, idx, offsets):
         return self.emb(idx, offsets)
+"""
+
+
+def test_the_timing_pool_redraws_integers_only_where_the_reference_accepts_it(write):
+    from kernelgate import workload
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Contract
+    head = "import torch\nimport torch.nn as nn\n"
+    bag = head + BAG + """
 def get_inputs():
     return [torch.randint(0, 50, (40,)), torch.tensor([0, 10, 20, 30])]
 def get_init_inputs():
@@ -288,13 +293,7 @@ def test_an_integer_input_the_workload_varies_and_the_timed_loop_copies_withhold
     range (half the sequences empty). Copied and varied by the workload: withheld; one value in every entry: the
     workload's constant, copied."""
     from kernelgate.gate import task as task_mod
-    bag = """
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.EmbeddingBag(50, 8, mode="sum")
-    def forward(self, idx, offsets):
-        return self.emb(idx, offsets)
+    bag = BAG + """
 def get_inputs():
     cuts = torch.sort(torch.randint(1, 40, (3,))).values
     return [torch.randint(0, 50, (40,)), torch.cat([torch.zeros(1, dtype=torch.long), cuts])]
