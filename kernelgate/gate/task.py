@@ -271,20 +271,22 @@ def timing_pool(task: Task, n: int, rng: torch.Generator) -> tuple[list[list[Any
 
 def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> list[Any]:
     """`scalable` with the Python int and float arguments the workload's own draws vary (a sampler's timestep, a
-    correlation) drawn uniformly over the range the pool's entries span ({"low", "high"}) every timed iteration,
-    where nothing else varies them and the reference accepts it (red team 61: a memo keyed on a copied timestep
-    claimed 2.70x, one on a correlation the reference refused scaled 4x). Then any part of a non-tensor argument
-    (a number, a string, a bool, at any depth of a list, tuple or dict) that the pool's entries vary and the timed
-    draws leave as it is makes the run claim nothing (`fixed_inputs`; red team 62: a memo keyed on a list of
-    tuples of floats, 2.03x, and on a complex number). An argument the same in every entry (a dim, a size, an
-    eps) is copied. Decided once per task."""
+    correlation) drawn every timed iteration as a smoothed bootstrap of the pool's values inside the range they span
+    ({"low", "high", "bw"}: `bandwidth`), where nothing else varies them and the reference accepts it (red team 61:
+    a memo keyed on a copied timestep claimed 2.70x, one on a correlation the reference refused scaled 4x). Then any
+    part of a non-tensor argument (a number, a string, a bool, at any depth of a list, tuple or dict) that the
+    pool's entries vary and the timed draws leave as it is makes the run claim nothing (`fixed_inputs`; red team 62:
+    a memo keyed on a list of tuples of floats, 2.03x, and on a complex number). An argument the same in every entry
+    (a dim, a size, an eps) is copied. Decided once per task."""
     o = task.oracle
     done = getattr(o, "scalar_arguments", None)
     if done is None:
         done = {}
         nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
                 and all(type(xs[i]) is type(x) for xs in pool) and any(xs[i] != x for xs in pool[1:])]
-        want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool)} for i in nums}
+        want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool),
+                    "bw": bandwidth([float(xs[i]) for xs in pool], 1.0 if type(pool[0][i]) is int else 0.0)}
+                for i in nums}
         if want:
             mark = [want.get(i, ok) for i, ok in enumerate(scalable)]
             done = {i: want[i] for i in _accepted(task, pool[0], mark, sorted(want))}
@@ -458,17 +460,40 @@ def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int] | None:
     hi = min(int(max(int(xs[i].max()) for xs in pool)), int(domain.high))
     if lo >= hi:
         return None if len(pool) > 1 else {"low": domain.low, "high": domain.high}
-    return {"low": lo, "high": hi}
+    return {"low": lo, "high": hi, "bw": bandwidth(torch.cat([xs[i].reshape(-1) for xs in pool]))}
+
+
+#: at most this many of an input's values set its bandwidth (a strided subsample of larger ones)
+_BW_SAMPLE = 1 << 16
+
+
+def bandwidth(values: torch.Tensor | list[float], least: float = 1.0) -> float:
+    """The jitter (a standard deviation, at least `least`: one for integers) of a smoothed bootstrap of the
+    workload's draws:
+    Silverman's rule, 0.9 min(sd, IQR / 1.34) n^(-1/5), with the sd alone where the IQR is 0 (most values one,
+    a few apart). The timed draws keep the workload's density of values, unlike a uniform draw over their span
+    (red team 63: long-tailed lengths), and still take values no entry holds."""
+    v = torch.as_tensor(values).reshape(-1).double()
+    if v.numel() > _BW_SAMPLE:
+        v = v[:: -(-v.numel() // _BW_SAMPLE)]
+    n = v.numel()
+    if n < 2:
+        return least
+    q = torch.sort(v).values
+    iqr = float(q[(3 * (n - 1)) // 4] - q[(n - 1) // 4])
+    sd = float(v.std())
+    spread = min(sd, iqr / 1.34) if iqr > 0 else sd
+    return max(0.9 * spread * n ** -0.2, least)
 
 
 def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) -> dict[int, Any]:
-    """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh):
-    uniformly over the span of the workload's draws inside the range the trials infer for it (`_span`,
-    {"low", "high"}), else from its own values (RESAMPLE: bools, inputs without an inferred range); only where
-    the reference accepts such a draw (prober.Prober.ok: it runs, no new non-finite outputs, no more exact zeros
-    or repeated slices in its outputs than the entry's), all at once or grown one input at a time
-    (trials.most_accepted: one refused input leaves the others redrawn). Decided once per task; an input it
-    refuses (offsets that must stay sorted) is copied, and logged."""
+    """How the timed loop draws each integer and bool input again every iteration (sandbox/loop.fresh): as a smoothed
+    bootstrap of the entry's values inside the span of the workload's draws, itself inside the range the trials
+    infer for it (`_span`, {"low", "high", "bw"}: `bandwidth`), else from its own values (RESAMPLE: bools, inputs
+    without an inferred range); only where the reference accepts such a draw (prober.Prober.ok: it runs, no new
+    non-finite outputs, no more exact zeros or repeated slices in its outputs than the entry's), all at once or
+    grown one input at a time (trials.most_accepted: one refused input leaves the others redrawn). Decided once per
+    task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
     done = getattr(o, "resampled", None)
     if done is not None:

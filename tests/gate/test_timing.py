@@ -200,7 +200,7 @@ def get_init_inputs():
     t = task_mod.prepare(workload.Spec.parse(write("bag.py", bag), "Model"), "cpu", Contract())
     _, scalable = task_mod.timing_pool(t, 1, torch.Generator().manual_seed(0))
     # indices: fresh draws every iteration over the span of the workload's (inside the table's range)
-    assert set(scalable[0]) == {"low", "high"} and 0 <= scalable[0]["low"] < 5 and 45 <= scalable[0]["high"] <= 49
+    assert set(scalable[0]) == {"low", "high", "bw"} and 0 <= scalable[0]["low"] < 5 and 45 <= scalable[0]["high"] <= 49
     assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
 
 
@@ -394,7 +394,9 @@ def test_python_numbers_the_workload_varies_are_drawn_over_their_range(monkeypat
     monkeypatch.setattr(task_mod, "_accepted", accepted)
     task = SimpleNamespace(oracle=SimpleNamespace())
     got = task_mod.scalar_arguments(task, pool, marks)
-    assert got == [True, {"low": 2, "high": 9}, {"low": 0.2, "high": 0.9}, False, False, True, True]
+    assert got[0] is True and got[3:] == [False, False, True, True]
+    assert {k: got[1][k] for k in ("low", "high")} == {"low": 2, "high": 9} and 1.0 <= got[1]["bw"] < 3.0
+    assert {k: got[2][k] for k in ("low", "high")} == {"low": 0.2, "high": 0.9} and 0.0 < got[2]["bw"] < 0.3
     assert task_mod.fixed_inputs(task) == "input 6 copied in part ([0])"     # a list's int the workload varies
     refused.add(2)
     task = SimpleNamespace(oracle=SimpleNamespace())
@@ -402,7 +404,10 @@ def test_python_numbers_the_workload_varies_are_drawn_over_their_range(monkeypat
     assert task_mod.fixed_inputs(task) == "input 2 copied in part (its value), input 6 copied in part ([0])"
     draws = [timing.fresh(pool[0], 1.1, seed, got, [1.0] + [0.0] * 6, "cpu") for seed in range(40)]
     ints, floats = {d[1] for d in draws}, {d[2] for d in draws}
-    assert ints == set(range(2, 10)) and len(floats) == 40 and all(0.2 <= f <= 0.9 for f in floats)
+    # a smoothed bootstrap: near the entry's own value (2), inside the pool's range, some values no entry holds
+    assert {2, 3} <= ints <= {2, 3, 4, 5} and len(floats) == 40 and all(0.2 <= f <= 0.9 for f in floats)
+    every = {timing.fresh(xs, 1.1, seed, got, [1.0] + [0.0] * 6, "cpu")[1] for xs in pool for seed in range(40)}
+    assert every <= set(range(2, 10)) and every - {2, 9, 5, 4}
     assert all(d[3] == 3 and d[4] == 0.5 for d in draws)                  # the same in every entry: copied
     tuples = {d[5] for d in draws}
     assert len(tuples) == 40 and all(isinstance(t, tuple) and t[1] == 7 for t in tuples)
@@ -438,6 +443,32 @@ def test_a_constant_integer_input_with_a_range_gets_new_values_every_iteration()
     got = {tuple(timing.fresh([t], 1.0, seed, [mark], [0.0], "cpu")[0].tolist()) for seed in range(20)}
     assert len(got) == 20 and all(0 <= v <= 999 for vs in got for v in vs)
     assert torch.equal(timing.fresh([t], 1.0, 3, [mark], [0.0], "cpu")[0], timing.fresh([t], 1.0, 3, [mark], [0.0], "cpu")[0])
+
+
+def test_integers_are_timed_as_a_smoothed_bootstrap_that_keeps_the_workloads_density():
+    """Red team 63: long-tailed lengths (mean fill 0.8) drawn uniformly over their span filled half the window, and a
+    path for sparse batches claimed 1.68x. The smoothed bootstrap keeps the entry's density, reflects at the span's
+    ends (no point mass a memo of the pool's ends keys on), takes values no entry holds, and rebuilds bit for bit."""
+    from kernelgate.gate import task as task_mod
+    g = torch.Generator().manual_seed(0)
+    pool = [(64 * (1 - torch.rand(32, generator=g) ** 4)).ceil().long().clamp(1, 64) for _ in range(4)]
+    bw = task_mod.bandwidth(torch.cat(pool))
+    assert 1.0 <= bw < 8.0, bw
+    mark = {"low": int(min(int(p.min()) for p in pool)), "high": 64, "bw": bw}
+    draws = [timing.fresh([p], 1.0, seed, [mark], [0.0], "cpu")[0] for p in pool for seed in range(25)]
+    fill = torch.stack(draws).float().mean() / 64
+    want = torch.stack(pool).float().mean() / 64
+    assert abs(float(fill - want)) < 0.04, (float(fill), float(want))      # uniform over the span: about 0.5
+    assert all(int(d.min()) >= mark["low"] and int(d.max()) <= 64 for d in draws)
+    assert set(torch.cat(draws).tolist()) - set(torch.cat(pool).tolist())       # values no entry holds
+    assert len({tuple(d.tolist()) for d in draws}) == len(draws)
+    assert torch.equal(timing.fresh([pool[1]], 1.0, 7, [mark], [0.0], "cpu")[0], draws[25 + 7])
+    # one value shared by a batch (a timestep) moves every iteration, and not onto the pool's ends
+    t = torch.full((4,), 10)
+    mark = {"low": 10, "high": 990, "bw": task_mod.bandwidth([10.0, 400.0, 700.0, 990.0])}
+    got = [timing.fresh([t], 1.0, seed, [mark], [0.0], "cpu")[0] for seed in range(40)]
+    assert sum(int((d == 10).sum()) for d in got) < 8 and all(10 <= int(v) <= 990 for d in got for v in d)
+    assert task_mod.bandwidth([3.0]) == 1.0 and task_mod.bandwidth([0.2, 0.3], 0.0) < 0.1
 
 
 def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
