@@ -89,3 +89,20 @@ def classify(floor: Floor | None, profile: Profile | None) -> Bottleneck:
     other = f"memory term {_secs(floor.memory_s)}"
     return Bottleneck("compute", f"compute-bound: floor {_secs(floor.floor_s)} is the compute term ({other}) on "
                                  f"{floor.machine}{share}", ev)
+
+
+#: a forward whose call sites' launch cost is this many times its roofline floor is expected launch-bound
+EXPECT_LAUNCH_OVER_FLOOR = 2.0
+#: and that has at least this many call sites (one launch behind one op is latency, not launches)
+EXPECT_LAUNCH_MIN_OPS = 8
+
+
+def expected(floor: Floor | None, call_sites: int, launch_s: float | None) -> str:
+    """The bottleneck a forward is expected to have before any profile: "launch" where its ops' launches (the
+    graph's call sites times the machine's launch cost) take EXPECT_LAUNCH_OVER_FLOOR times its roofline floor or
+    more, else "" (nothing expected). A deep network of small kernels (ResNet-101's 345 call sites against a 0.32 ms
+    floor on an H100: 76% of eager's forward between launches, measured) then tries graph capture first, instead of
+    finding out after its baselines have taken most of the budget."""
+    if floor is None or not launch_s or call_sites < EXPECT_LAUNCH_MIN_OPS or floor.floor_s <= 0:
+        return ""
+    return "launch" if call_sites * launch_s >= EXPECT_LAUNCH_OVER_FLOOR * floor.floor_s else ""

@@ -34,6 +34,9 @@ class Context:
     predicted_ms: dict[str, float] = field(default_factory=dict)   # strategy -> fusion-estimated time
     generation: int = 0                 # the search's generation this request is for (candidates carry it)
     mode: str = EXPLORE                 # explore | refine | restart: what the search asks of this generation
+    #: what bounds the faster baseline's forward (profiling/bottleneck.py: launch, latency, memory, compute): its
+    #: profile's, else what the graph and the roofline floor lead one to expect ("launch" or ""), else ""
+    bound: str = ""
     #: the kernel languages candidates may be written in (optimize --languages; () = the target's defaults,
     #: `default_languages`); a strategy or agent writing in a language not listed proposes nothing
     languages: tuple[str, ...] = ()

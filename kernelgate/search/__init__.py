@@ -275,7 +275,19 @@ class Search:
         return Context(Path(t.ref.spec.path).read_text(), t.ref.spec.cls, "cuda" if t.device.startswith("cuda")
                        else "cpu", device_name(t.device), t.contract, self.graph, tuple(self.history), self.machine,
                        baseline_ms=base.median_ms if base else None, predicted_ms=ev.predicted_ms(),
-                       generation=generation, mode=mode, languages=self.languages)
+                       generation=generation, mode=mode, languages=self.languages, bound=self._bound())
+
+    def _bound(self) -> str:
+        """The faster baseline's bottleneck: its profile's, else the one its graph and floor lead one to expect."""
+        seen = self.base_insight
+        if seen and seen.get("bound"):
+            return str(seen["bound"])
+        g = self.graph
+        if not self.machine or g is None or not g.traced or not self.task.device.startswith("cuda"):
+            return ""
+        from ..profiling import bottleneck
+        sites = len(g.modules) + len(g.functions) + len(g.methods)
+        return bottleneck.expected(getattr(self.task, "floor", None), sites, self.machine.get("launch_overhead_s"))
 
     def _machine(self):
         """The device's machine model (Context.machine holds it as a dict); None when it cannot be read."""

@@ -144,3 +144,21 @@ def test_the_search_knows_proposers_only_through_the_protocol():
                for m in mods}
     assert not any(reached.values()), reached
     assert "kernelgate.proposers" in g["kernelgate.search.loop"]
+
+
+def test_the_context_carries_the_baselines_bound_measured_or_expected():
+    """Before the baselines are profiled, a GPU task whose call sites' launches outweigh its roofline floor is
+    expected launch-bound; once profiled, the profile's bound is the one proposers see; the CPU expects nothing."""
+    from types import SimpleNamespace
+
+    from kernelgate.graph import GraphInfo
+    from kernelgate.profiling.roofline import Floor
+    from kernelgate.search import Search
+    graph = GraphInfo(True, modules=("Conv2d", "BatchNorm2d", "ReLU") * 100)
+    task = SimpleNamespace(device="cuda:0", floor=Floor(3e-4, 3e-5, 3e-4, "compute", ""))
+    fake = SimpleNamespace(base_insight=None, graph=graph, machine={"launch_overhead_s": 4e-6}, task=task)
+    assert Search._bound(fake) == "launch"
+    fake.base_insight = {"bound": "compute"}
+    assert Search._bound(fake) == "compute"
+    fake.base_insight, task.device = None, "cpu"
+    assert Search._bound(fake) == ""

@@ -261,10 +261,19 @@ def strategy_family(strategy: str) -> str:
     return strategy.split(" + ")[0].split("(")[0].strip()
 
 
+#: bottlenecks whose BOOSTS also order the first strategies tried from the reference: a launch-bound forward calls
+#: for what acts on the whole forward (graph capture, compile), where a kernel for one op saves a share of little
+#: (latency-bound is left out: small kernels on a busy device are not what graph capture removes)
+EXPLORE_BOOSTED = ("launch",)
+
+
 def prior(name: str, ctx: Context | None = None) -> float:
     """PRIORS, scaled for trusted fusion strategies by the predicted speedup over the faster baseline
-    (clipped to [0.5, 2]): a fusion that torch.compile's own fusion already beats comes later."""
+    (clipped to [0.5, 2]): a fusion that torch.compile's own fusion already beats comes later; and by BOOSTS
+    where the faster baseline is (or is expected to be) launch-bound (ctx.bound)."""
     p = PRIORS.get(name, 1.0)
+    if ctx is not None and ctx.bound in EXPLORE_BOOSTED:
+        p *= BOOSTS[ctx.bound].get(name, 1.0)
     if ctx is not None and name in ESTIMATE_TRUSTED and ctx.baseline_ms and ctx.predicted_ms.get(name):
         p *= min(2.0, max(0.5, ctx.baseline_ms / ctx.predicted_ms[name]))
     return p
