@@ -196,6 +196,9 @@ class Speedup:
     #: inputs the timed iterations do not draw afresh (gate/task.fixed_inputs): timed near the trials' inputs, where
     #: a memo can be exact, so never claimed
     fixed: str = ""
+    #: the ratio of mean times (baseline / candidate): what a caller pays over many calls; a claim needs it above
+    #: the threshold too (a candidate slow on a minority of calls can have a fast median: red team 64)
+    mean_ratio: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -215,7 +218,10 @@ def claim_text(sp: dict[str, Any]) -> str:
                 "draw of them; a memo could answer them)")
     if sp.get("unresolved"):
         return "not claimed (the baseline's call is shorter than the harness's cost: the clock cannot resolve it)"
-    low, threshold = sp.get("low"), sp.get("threshold")
+    low, threshold, mean = sp.get("low"), sp.get("threshold"), sp.get("mean_ratio")
+    if isinstance(low, (int, float)) and isinstance(threshold, (int, float)) and isinstance(mean, (int, float)) \
+            and low > threshold and mean <= threshold:
+        return f"not claimed (the ratio of mean times {mean:.3f} <= {threshold:.3f}: slower calls the median hides)"
     if isinstance(low, (int, float)) and isinstance(threshold, (int, float)):
         return f"not claimed (CI low {low:.3f} <= {threshold:.3f}){bound}"
     return "not claimed" + bound

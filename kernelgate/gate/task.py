@@ -285,7 +285,9 @@ def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> 
         nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
                 and all(type(xs[i]) is type(x) for xs in pool) and any(xs[i] != x for xs in pool[1:])]
         want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool),
-                    "bw": bandwidth([float(xs[i]) for xs in pool], 1.0 if type(pool[0][i]) is int else 0.0)}
+                    "bw": bandwidth([float(xs[i]) for xs in pool], 1.0 if type(pool[0][i]) is int else 0.0),
+                    # values two or more entries hold: the workload's point masses, drawn as they are
+                    "atoms": sorted({xs[i] for xs in pool if sum(ys[i] == xs[i] for ys in pool) > 1})}
                 for i in nums}
         if want:
             mark = [want.get(i, ok) for i, ok in enumerate(scalable)]
@@ -460,7 +462,28 @@ def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int] | None:
     hi = min(int(max(int(xs[i].max()) for xs in pool)), int(domain.high))
     if lo >= hi:
         return None if len(pool) > 1 else {"low": domain.low, "high": domain.high}
-    return {"low": lo, "high": hi, "bw": bandwidth(torch.cat([xs[i].reshape(-1) for xs in pool]))}
+    mark: dict[str, Any] = {"low": lo, "high": hi, "bw": bandwidth(torch.cat([xs[i].reshape(-1) for xs in pool]))}
+    entries = [xs[i].reshape(-1).long() for xs in pool]
+    if all(e.numel() > 1 and torch.unique(e).numel() == e.numel() for e in entries):
+        mark["distinct"] = True
+    else:
+        atoms = set.intersection(*(_atoms(e) for e in entries))
+        if atoms:
+            mark["atoms"] = sorted(atoms)[:_MAX_ATOMS]
+    return mark
+
+
+#: a value at least this share of an entry's elements is a point mass of it (a pad id); the jitter leaves one that
+#: every pool entry holds so (red team 64)
+ATOM_SHARE, ATOM_LEAST = 0.05, 8
+_MAX_ATOMS = 16
+
+
+def _atoms(values: torch.Tensor) -> set[int]:
+    """The values holding at least ATOM_SHARE of `values`' elements, and ATOM_LEAST of them (two equal draws of
+    forty are chance, not a point mass)."""
+    u, counts = torch.unique(values, return_counts=True)
+    return {int(v) for v in u[(counts >= ATOM_SHARE * values.numel()) & (counts >= ATOM_LEAST)].tolist()}
 
 
 #: at most this many of an input's values set its bandwidth (a strided subsample of larger ones)

@@ -146,7 +146,9 @@ def with_harness(t: Timing) -> Timing:
 def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fixed: str = "") -> Speedup:
     """Ratio of medians (baseline / candidate) with a 95% bootstrap interval.
 
-    A speedup is claimed only when the interval's lower bound clears 1 + max(3 x noise, 2%) (see noise).
+    A speedup is claimed only when the interval's lower bound clears 1 + max(3 x noise, 2%) (see noise), and the
+    ratio of mean times does too (red team 64: a candidate 15x slower on one call in six, 4x faster on the rest,
+    claimed 2.97x on the medians while costing 2.4x the reference's time on average).
     A candidate whose call is shorter than the harness's cost (not `resolvable`) is compared with its harness
     included (`with_harness`, Speedup.bounded): never faster than its call, so the figure is a lower bound on
     its speedup, which the candidate's process cannot raise by cheapening or slowing the harness. A baseline
@@ -165,9 +167,13 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
     low, high = (float(torch.quantile(ratios, q)) for q in (0.025, 0.975))
     ratio = base.median_ms / cand.median_ms if cand.median_ms > 0 else math.inf
     threshold = 1 + max(3 * max(noise(base), noise(cand)), 0.02)
+    cmean = float(c.mean())
+    mean_ratio = float(b.mean()) / cmean if cmean > 0 else math.inf
     return Speedup(ratio, low, high, threshold,
-                   claimed=low > threshold and resolvable(base) and resolvable(cand) and not fixed,
-                   flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base), fixed=fixed)
+                   claimed=low > threshold and mean_ratio > threshold and resolvable(base) and resolvable(cand)
+                   and not fixed,
+                   flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base), fixed=fixed,
+                   mean_ratio=mean_ratio)
 
 
 HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is unresolved

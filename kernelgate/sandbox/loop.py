@@ -222,24 +222,66 @@ def _uniform_ints(x: torch.Tensor, low: int, high: int, k: int, seed: int, g: to
 _SQRT12 = 12.0 ** 0.5                   # a uniform kernel of width bw * sqrt(12) has standard deviation bw
 
 
-def _smoothed_ints(x: torch.Tensor, low: int, high: int, bw: float, k: int, seed: int,
-                   g: torch.Generator | None, device: str) -> torch.Tensor:
-    """A smoothed bootstrap of x's integers (int64, x's shape): the entry's values at fresh positions, each moved
-    by a rounded jitter of standard deviation `bw` (a uniform kernel), reflected into [low, high] (a clamp would
-    give the bounds the entry's own value half the time, a point a memo of the pool's ends keys on). The workload's
-    density of values, not only its range (red team 63: long-tailed lengths drawn uniformly over their span
-    filled half the window where the workload's fill four fifths, and a path for sparse batches claimed 1.68x),
-    and values no pool entry holds (a memo of the pool's few timesteps misses)."""
-    v = _resample(x, k + _BOOT_KEY, seed, g, device).long()
-    jitter = _uniform(x, k, seed, g, device).sub_(0.5).mul_(_SQRT12 * bw).round_().long()
-    v.add_(jitter).sub_(low).abs_().add_(low)          # reflected at low, then at high
+def _reflected(v: torch.Tensor, low: int, high: int) -> torch.Tensor:
+    """Integers reflected into [low, high] (at low, then at high; clamped past both), in place."""
+    v.sub_(low).abs_().add_(low)
     return v.sub_(high).abs_().neg_().add_(high).clamp_(low, high)
 
 
-def smoothed_number(x: int | float, low: Any, high: Any, bw: float, u: float) -> int | float:
-    """A Python number's smoothed draw from one uniform `u` in [0, 1): x moved by a jitter of standard deviation
-    `bw` (rounded for an int), reflected into [low, high] (a sampler's timestep keeps the workload's density)."""
-    y = x + (u - 0.5) * _SQRT12 * bw
+def _jitter(x: torch.Tensor, bw: float, k: int, seed: int, g: torch.Generator | None, device: str) -> torch.Tensor:
+    """Rounded jitter of standard deviation `bw` (a uniform kernel), int64, in x's shape."""
+    return _uniform(x, k, seed, g, device).sub_(0.5).mul_(_SQRT12 * bw).round_().long()
+
+
+def _smoothed_ints(x: torch.Tensor, ok: dict, k: int, seed: int, g: torch.Generator | None,
+                   device: str) -> torch.Tensor:
+    """A smoothed bootstrap of x's integers (int64, x's shape) for the mark `ok` ({"low", "high", "bw"}): the
+    entry's values at fresh positions, each moved by a rounded jitter of standard deviation bw, reflected into
+    [low, high] (a clamp would give the bounds the entry's own value half the time, a point a memo of the pool's
+    ends keys on). The workload's density of values, not only its range (red team 63: long-tailed lengths drawn
+    uniformly over their span filled half the window where the workload's fill four fifths, and a path for sparse
+    batches claimed 1.68x), and values no pool entry holds (a memo of the pool's few timesteps misses).
+    "atoms": values every pool entry holds at a point mass (a pad id), drawn as they are (red team 64: the jitter
+    moved nearly every pad id, and a path for unpadded batches claimed 2.5-3.2x). "distinct": every pool entry's
+    values differ (a permutation, distinct indices), and so do the draw's (`_distinct_ints`)."""
+    low, high, bw = int(ok["low"]), int(ok["high"]), float(ok["bw"])
+    if ok.get("distinct") and x.numel() > 1:
+        return _distinct_ints(x, low, high, bw, k, seed, g, device)
+    v = _resample(x, k + _BOOT_KEY, seed, g, device).long()
+    jitter = _jitter(x, bw, k, seed, g, device)
+    if ok.get("atoms"):
+        jitter.masked_fill_(torch.isin(v, torch.tensor(ok["atoms"], dtype=torch.long, device=v.device)), 0)
+    return _reflected(v.add_(jitter), low, high)
+
+
+def _distinct_ints(x: torch.Tensor, low: int, high: int, bw: float, k: int, seed: int,
+                   g: torch.Generator | None, device: str) -> torch.Tensor:
+    """Distinct integers in [low, high] near the entry's distinct values, at fresh positions (red team 64: a
+    permutation's bootstrap repeated about 37% of its values, and a candidate running its MLP once per distinct
+    gathered row claimed 1.5x). The sorted values less their ranks (s_i - i: non-decreasing, inside
+    [low, high - n + 1]) are jittered and reflected as `_smoothed_ints` does, sorted, and their ranks added back:
+    strictly increasing again, inside [low, high]; a permutation of 0..n-1 stays one, newly arranged."""
+    n = x.numel()
+    rank = torch.arange(n, device=x.device)
+    t = x.reshape(-1).long().sort().values.sub_(rank)
+    t = _reflected(t.add_(_jitter(t, bw, k, seed, g, device)), low, high - n + 1).sort().values.add_(rank)
+    if g is not None:
+        where = torch.randperm(n, generator=g, device=device)
+    else:
+        words = cpu_noise_bytes(4 * n, _seed_of(seed, k + _BOOT_KEY)).view(torch.int32)
+        where = torch.sort(words, stable=True).indices
+    return torch.empty_like(t).index_copy_(0, where, t).view(x.shape)
+
+
+def smoothed_number(x: int | float, ok: dict, u: float) -> int | float:
+    """A Python number's smoothed draw from one uniform `u` in [0, 1) for the mark `ok` ({"low", "high", "bw"}):
+    x moved by a jitter of standard deviation bw (rounded for an int), reflected into [low, high] (a sampler's
+    timestep keeps the workload's density); x as it is where it is one of ok's "atoms" (a value two or more pool
+    entries hold: a point mass of the workload's)."""
+    if x in ok.get("atoms", ()):
+        return x
+    low, high = ok["low"], ok["high"]
+    y = x + (u - 0.5) * _SQRT12 * float(ok["bw"])
     y = high - abs(high - (low + abs(y - low)))
     return min(max(int(round(y)) if type(x) is int else y, low), high)
 
@@ -295,7 +337,7 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
             res.append(x * s * (1.0 + NOISE * 3.0 ** 0.5 * (2.0 * _unit(seed, k) - 1.0)))
             continue
         if type(x) in (int, float) and isinstance(ok, dict) and "bw" in ok:     # smoothed over the pool's values
-            res.append(smoothed_number(x, ok["low"], ok["high"], float(ok["bw"]), _unit(seed, k)))
+            res.append(smoothed_number(x, ok, _unit(seed, k)))
             continue
         if type(x) is int and isinstance(ok, dict):     # a Python int the workload varies: uniform over its range
             res.append(int(ok["low"]) + _splitmix(_seed_of(seed, k)) % (int(ok["high"]) - int(ok["low"]) + 1))
@@ -336,7 +378,7 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         elif isinstance(ok, str) and ok == SCALE:
             dst.copy_((x.float() * s).to(x.dtype) if x.element_size() == 1 else torch.mul(x, s))
         elif isinstance(ok, dict) and "bw" in ok:   # integers: a smoothed bootstrap inside the pool's span
-            dst.copy_(_smoothed_ints(x, int(ok["low"]), int(ok["high"]), float(ok["bw"]), k, seed, g, device))
+            dst.copy_(_smoothed_ints(x, ok, k, seed, g, device))
         elif isinstance(ok, dict):              # integers with an inferred range: fresh uniform draws over it
             dst.copy_(_uniform_ints(x, int(ok["low"]), int(ok["high"]), k, seed, g, device))
         elif ok and x.element_size() == 1:      # fp8 has no arithmetic: in fp32, rounded back onto its grid

@@ -200,7 +200,7 @@ def get_init_inputs():
     t = task_mod.prepare(workload.Spec.parse(write("bag.py", bag), "Model"), "cpu", Contract())
     _, scalable = task_mod.timing_pool(t, 1, torch.Generator().manual_seed(0))
     # indices: fresh draws every iteration over the span of the workload's (inside the table's range)
-    assert set(scalable[0]) == {"low", "high", "bw"} and 0 <= scalable[0]["low"] < 5 and 45 <= scalable[0]["high"] <= 49
+    assert {"low", "high", "bw"} <= set(scalable[0]) and 0 <= scalable[0]["low"] < 5 and 45 <= scalable[0]["high"] <= 49
     assert scalable[1] is False                      # offsets must stay sorted from 0: a draw fails the reference
 
 
@@ -469,6 +469,53 @@ def test_integers_are_timed_as_a_smoothed_bootstrap_that_keeps_the_workloads_den
     got = [timing.fresh([t], 1.0, seed, [mark], [0.0], "cpu")[0] for seed in range(40)]
     assert sum(int((d == 10).sum()) for d in got) < 8 and all(10 <= int(v) <= 990 for d in got for v in d)
     assert task_mod.bandwidth([3.0]) == 1.0 and task_mod.bandwidth([0.2, 0.3], 0.0) < 0.1
+
+
+def test_distinct_integers_stay_distinct_and_point_masses_stay_put():
+    """Red team 64: a permutation's bootstrap repeated a third of its values (a per-distinct-row MLP claimed 1.5x),
+    and the jitter moved nearly every pad id (a path for unpadded batches claimed 2.5-3.2x)."""
+    from kernelgate.gate import task as task_mod
+    from kernelgate.gate.task import _span
+    from types import SimpleNamespace
+    dom = SimpleNamespace(low=-4096, high=4095)
+    g = torch.Generator().manual_seed(1)
+    perms = [[torch.randperm(2048, generator=g)] for _ in range(3)]
+    mark = _span(dom, 0, perms)
+    assert mark["distinct"] and (mark["low"], mark["high"]) == (0, 2047)
+    draws = [timing.fresh(perms[0], 1.0, seed, [mark], [0.0], "cpu")[0] for seed in range(6)]
+    assert all(torch.equal(d.sort().values, torch.arange(2048)) for d in draws)        # still permutations
+    assert len({tuple(d[:16].tolist()) for d in draws}) == 6
+    subsets = [[torch.randperm(5000, generator=g)[:300]] for _ in range(3)]
+    mark = _span(dom, 0, subsets)
+    d = timing.fresh(subsets[1], 1.0, 5, [mark], [0.0], "cpu")[0]
+    assert torch.unique(d).numel() == 300 and mark["low"] <= int(d.min()) and int(d.max()) <= mark["high"]
+    assert set(d.tolist()) != set(subsets[1][0].tolist())
+    assert torch.equal(d, timing.fresh(subsets[1], 1.0, 5, [mark], [0.0], "cpu")[0])      # the judge's rebuild
+    padded = []
+    for _ in range(3):
+        ids = torch.randint(1, 512, (8, 256), generator=g)
+        ids[:, 200:] = 0
+        padded.append([ids])
+    mark = _span(SimpleNamespace(low=0, high=511), 0, padded)
+    assert mark["atoms"] == [0] and "distinct" not in mark
+    share = [float((timing.fresh(padded[0], 1.0, seed, [mark], [0.0], "cpu")[0] == 0).float().mean())
+             for seed in range(10)]
+    assert all(0.17 < f < 0.27 for f in share), share                    # the workload's 22% pad
+    n = {"low": 0, "high": 900, "bw": 100.0, "atoms": [0]}
+    assert timing.loop.smoothed_number(0, n, 0.9) == 0 and timing.loop.smoothed_number(400, n, 0.9) != 400
+    assert task_mod._atoms(torch.tensor([3, 3] + list(range(38)))) == set()          # two of forty: chance
+
+
+def test_a_claim_needs_the_ratio_of_mean_times_too():
+    """Red team 64: 4x faster on five calls in six, 15x slower on the sixth: a fast median, a slower mean."""
+    from kernelgate.records import claim_text
+    base = timing.summarize("b", [10.0 + 0.01 * i for i in range(60)], 10.0, "eager")
+    fast = [2.5 + 0.01 * i for i in range(50)] + [150.0] * 10
+    sp = timing.speedup(base, timing.summarize("c", fast, 26.0, "candidate"))
+    assert sp.low > sp.threshold and sp.mean_ratio < 1 and not sp.claimed
+    assert "mean" in claim_text(sp.to_json())
+    even = timing.speedup(base, timing.summarize("c", [2.5 + 0.01 * i for i in range(60)], 2.5, "candidate"))
+    assert even.claimed and even.mean_ratio > 3
 
 
 def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
