@@ -166,3 +166,20 @@ def test_on_a_gpu_warm_launches_past_the_dispatch_through_private_copies():
             compiled.function, compiled.packed_metadata = function, meta
     odd = torch.randn(4099, device="cuda", generator=g)[1:]      # not 16-byte aligned: copied first
     assert d.digest(odd) == d._digest_torch(d.words(odd.cpu()))
+
+
+def test_positional_many_gives_each_tensors_positional_digest():
+    """The batched form (a module's parameters in one pass on a GPU) gives `positional`'s values exactly: each word's
+    position counts within its own tensor, sums wrap; odd sizes, one-byte dtypes, transposed views, empty tensors."""
+    import torch
+    from kernelgate import digest
+    ts = [torch.randn(n) for n in (1, 3, 7, 64, 1000, 12345)] + [
+        torch.randint(0, 9, (5,), dtype=torch.int8), torch.randn(3, 4).t(), torch.empty(0), torch.randn(2, 3).double()]
+    for key in (0, 12345, -(1 << 62), (1 << 63) + 5):
+        want = [digest.positional(t, key) for t in ts]
+        assert digest.positional_many(ts, key) == want
+        words = [digest.words(t) for t in ts if t.numel()]
+        assert digest._positional_segments(words, key) == [w for t, w in zip(ts, want) if t.numel()]
+    a, b = torch.arange(8.0), torch.arange(8.0).flip(0)
+    assert digest._positional_segments([digest.words(a), digest.words(b)], 3)[0] != \
+        digest._positional_segments([digest.words(b), digest.words(a)], 3)[0]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..digest import positional
+from ..digest import positional, positional_many
 from . import handle
 
 DEPTH = 32                  # judged calls held (a ring of as many output buffers is found)
@@ -55,7 +55,7 @@ def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> An
     holds or their requires_grad (red team 38: an optimizer built before the first call trained nothing)."""
     if type(named) is str:                   # jobs.handles_fault: what a caller's training gets is wrong
         return {"error": "build_error", "message": named[:500]}
-    out = []
+    items = []
     for item in named if type(named) is list else ():
         if type(item) is not tuple or len(item) != 5 or type(item[2]) is not bool or type(item[3]) is not int:
             return {"error": "introspection", "message": "the module's state came back in another form"}
@@ -63,11 +63,13 @@ def state_sigs(named: Any, key: int, unclean: Callable[[Any], str | None]) -> An
         why = unclean(t) or (unclean(g) if g is not None else None)
         if why:
             return {"error": "introspection", "message": why}
-        # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values;
-        # its .grad's too (red team 39 planted one: a caller's next optimizer step applied it)
-        out.append((str(name), tuple(t.shape), t.dtype, positional(t, key), grad, ident,
-                    None if g is None else (tuple(g.shape), positional(g, key))))
-    return out
+        items.append(item)
+    # its values, not where they lie: a level may lay the weights out anew (channels_last) with the same values;
+    # its .grad's too (red team 39 planted one: a caller's next optimizer step applied it); one pass for them all
+    sums = iter(positional_many([t for _, t, _, _, _ in items] + [g for *_, g in items if g is not None], key))
+    sigs = [next(sums) for _ in items]
+    return [(str(name), tuple(t.shape), t.dtype, sig, grad, ident, None if g is None else (tuple(g.shape), next(sums)))
+            for (name, t, grad, ident, g), sig in zip(items, sigs)]
 
 
 def state_change(before: list, after: list) -> str:
@@ -146,12 +148,20 @@ def roundtrip_fault(named: Any, loaded: dict, key: int, unclean: Callable[[Any],
     if set(got) != set(loaded):              # a layout of its own (converted by a load hook): see `own_keys`
         return None
     for k, v in loaded.items():
-        c = got[k]
-        if not isinstance(v, torch.Tensor) or tuple(c.shape) != tuple(v.shape) or \
-                positional(c, key) != positional(v.to(device=c.device, dtype=c.dtype), key):
-            return (f"the module's state_dict() hands out other values under '{k}' than were loaded (a checkpoint "
-                    "saved from it reloads wrong)")
+        if not isinstance(v, torch.Tensor) or tuple(got[k].shape) != tuple(v.shape):
+            return _reloads_wrong(k)
+    keys = list(loaded)
+    mine = positional_many([got[k] for k in keys], key)
+    theirs = positional_many([loaded[k].to(device=got[k].device, dtype=got[k].dtype) for k in keys], key)
+    for k, a, b in zip(keys, mine, theirs):
+        if a != b:
+            return _reloads_wrong(k)
     return None
+
+
+def _reloads_wrong(k: str) -> str:
+    return (f"the module's state_dict() hands out other values under '{k}' than were loaded (a checkpoint saved from "
+            "it reloads wrong)")
 
 
 RELOADED = "its own state_dict() loaded back into it changes it (a checkpoint saved from the module reloads wrong)"
