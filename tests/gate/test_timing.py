@@ -657,3 +657,16 @@ def test_inputs_drawn_afresh_on_the_gpu_are_rebuilt_exactly_and_keep_nothing_of_
     assert torch.equal(a, again) and not torch.equal(a, b) and a.device.type == "cuda"
     assert abs(float(a.pow(2).mean().sqrt()) / (1.1 * r[0]) - 1) < 0.05
     assert abs(float(torch.corrcoef(torch.stack([a.flatten(), x.flatten()]))[0, 1])) < 0.05
+
+
+@pytest.mark.gpu
+def test_smoothed_distinct_and_atom_draws_run_on_the_gpu_and_are_rebuilt_exactly():
+    perm = torch.randperm(512, device="cuda")
+    ids = torch.randint(1, 300, (4, 64), device="cuda")
+    ids[:, 48:] = 0
+    marks = [{"low": 0, "high": 511, "bw": 20.0, "distinct": True}, {"low": 0, "high": 299, "bw": 20.0, "atoms": [0]}]
+    a, again = (timing.fresh([perm, ids], 1.0, 5, marks, [0.0, 0.0], "cuda") for _ in range(2))
+    b = timing.fresh([perm, ids], 1.0, 6, marks, [0.0, 0.0], "cuda")
+    assert all(torch.equal(x, y) and x.device.type == "cuda" for x, y in zip(a, again))
+    assert not torch.equal(a[0], b[0]) and torch.equal(a[0].sort().values, torch.arange(512, device="cuda"))
+    assert 0.15 < float((a[1] == 0).float().mean()) < 0.35 and int(a[1].max()) <= 299
