@@ -473,9 +473,10 @@ def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int] | None:
     return mark
 
 
-#: a value at least this share of an entry's elements is a point mass of it (a pad id); the jitter leaves one that
-#: every pool entry holds so (red team 64)
-ATOM_SHARE, ATOM_LEAST = 0.05, 8
+#: a value at least this share of an entry's elements, and at least ATOM_LEAST of them, is a point mass of it (a pad
+#: id); the jitter leaves one that every pool entry holds so (red team 64: a fifth of the ids; red team 65: packed
+#: batches with 1.6-4.7% pad ids beside padded ones, when the share was 5%)
+ATOM_SHARE, ATOM_LEAST = 0.01, 8
 _MAX_ATOMS = 16
 
 
