@@ -450,14 +450,16 @@ def drawn_fresh(task: Task, xs: list[Any], scalable: list[Any]) -> list[Any]:
     return [done.get(i, ok) for i, ok in enumerate(scalable)]
 
 
-def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, int] | None:
+def _span(domain: Any, i: int, pool: list[list[Any]]) -> dict[str, Any] | None:
     """The range a timed draw of integer input `i` takes: the span of the workload's own draws (the pool's
     entries), inside the range the trials infer for it (red team 62: lengths drawn over the inferred range, widened
     to every size they could index, left half the sequences empty where the workload's are nearly full, and a
     candidate skipping empty ones claimed 1.67x); the inferred range where the entries hold one value alone (a
     lean task's one entry: it moves, as before), and None where several entries hold one value alone (the
     workload's constant, copied: red team 63's packed batches, every length the same, drawn over the inferred
-    range, left half the sequences empty)."""
+    range, left half the sequences empty). The mark: {"low", "high", "bw"} (`bandwidth` over the pool's
+    values), with "distinct" where every entry's values are distinct (red team 64: a permutation), else "atoms", the
+    values every entry holds at a point mass (`_atoms`; red teams 64 and 65: pad ids)."""
     lo = max(int(min(int(xs[i].min()) for xs in pool)), int(domain.low))
     hi = min(int(max(int(xs[i].max()) for xs in pool)), int(domain.high))
     if lo >= hi:
@@ -493,9 +495,8 @@ _BW_SAMPLE = 1 << 16
 
 def bandwidth(values: torch.Tensor | list[float], least: float = 1.0) -> float:
     """The jitter (a standard deviation, at least `least`: one for integers) of a smoothed bootstrap of the
-    workload's draws:
-    Silverman's rule, 0.9 min(sd, IQR / 1.34) n^(-1/5), with the sd alone where the IQR is 0 (most values one,
-    a few apart). The timed draws keep the workload's density of values, unlike a uniform draw over their span
+    workload's draws: Silverman's rule, 0.9 min(sd, IQR / 1.34) n^(-1/5), with the sd alone where the IQR is 0
+    (most values one, a few apart). The timed draws keep the workload's density of values, unlike a uniform draw over their span
     (red team 63: long-tailed lengths), and still take values no entry holds."""
     v = torch.as_tensor(values).reshape(-1).double()
     if v.numel() > _BW_SAMPLE:

@@ -321,8 +321,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     gives the next ones. The judge rebuilds any iteration bit for bit on the same device type: both
     sides run these same operations. `scalable[k]`: True (scale and noise), {"low": a, "high": b} (integers:
     fresh uniform draws in [a, b], `_uniform_ints`; with "bw", a smoothed bootstrap inside [a, b],
-    `_smoothed_ints`), RESAMPLE (integers and bools: new draws of the entry's
-    own values, `_resample`), False (copied), or a declared domain [low, high] (moved to fresh values inside
+    `_smoothed_ints`), RESAMPLE (integers and bools: new draws of the entry's own values, `_resample`), False
+    (copied), or a declared domain [low, high] (moved to fresh values inside
     it: `_in_domain`; a third item BOOTSTRAP: from the entry's values at fresh positions), BOOTSTRAP (the entry's
     values at fresh positions, times the scale and 1 + NOISE times unit noise), FRESH (values drawn fresh at the entry's RMS times the scale), SCALE
     (the entry times the scale). A Python float marked True is scaled and noised too; a Python int marked

@@ -271,9 +271,7 @@ def prior(name: str, ctx: Context | None = None) -> float:
     """PRIORS, scaled for trusted fusion strategies by the predicted speedup over the faster baseline
     (clipped to [0.5, 2]): a fusion that torch.compile's own fusion already beats comes later; and by BOOSTS
     where the faster baseline is (or is expected to be) launch-bound (ctx.bound)."""
-    p = PRIORS.get(name, 1.0)
-    if ctx is not None and ctx.bound in EXPLORE_BOOSTED:
-        p *= BOOSTS[ctx.bound].get(name, 1.0)
+    p = refine_weight(name, ctx.bound) if ctx is not None and ctx.bound in EXPLORE_BOOSTED else PRIORS.get(name, 1.0)
     if ctx is not None and name in ESTIMATE_TRUSTED and ctx.baseline_ms and ctx.predicted_ms.get(name):
         p *= min(2.0, max(0.5, ctx.baseline_ms / ctx.predicted_ms[name]))
     return p
