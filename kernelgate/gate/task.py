@@ -277,29 +277,31 @@ def scalar_arguments(task: Task, pool: list[list[Any]], scalable: list[Any]) -> 
     part of a non-tensor argument (a number, a string, a bool, at any depth of a list, tuple or dict) that the
     pool's entries vary and the timed draws leave as it is makes the run claim nothing (`fixed_inputs`; red team 62:
     a memo keyed on a list of tuples of floats, 2.03x, and on a complex number). An argument the same in every entry
-    (a dim, a size, an eps) is copied. Decided once per task."""
+    (a dim, a size, an eps) is copied. The mark is this pool's, every call (the mark of the judge's earlier pool
+    left a measurement's entries outside its span, and their draws at its end: a memo of them claimed 2.0-3.1x);
+    whether the reference accepts the draws is decided once per task and input."""
     o = task.oracle
-    done = getattr(o, "scalar_arguments", None)
-    if done is None:
-        done = {}
-        nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
-                and all(type(xs[i]) is type(x) for xs in pool) and any(xs[i] != x for xs in pool[1:])]
-        want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool),
-                    "bw": bandwidth([float(xs[i]) for xs in pool], 1.0 if type(pool[0][i]) is int else 0.0),
-                    # values two or more entries hold: the workload's point masses, drawn as they are
-                    "atoms": sorted({xs[i] for xs in pool if sum(ys[i] == xs[i] for ys in pool) > 1})}
-                for i in nums}
-        if want:
-            mark = [want.get(i, ok) for i, ok in enumerate(scalable)]
-            done = {i: want[i] for i in _accepted(task, pool[0], mark, sorted(want))}
-        marks = [done.get(i, ok) for i, ok in enumerate(scalable)]
-        fixed = {i: f"copied in part ({where})" for i, where in _left_alone(pool, marks).items()}
-        if fixed:
-            log.info("arguments %s are partly copied into timed iterations though the workload's draws vary them "
-                     "(no speedup is claimed): %s", sorted(fixed), fixed)
-            _withhold(o, fixed)
-        o.scalar_arguments = done
-    return [done.get(i, ok) for i, ok in enumerate(scalable)]
+    accepted: dict[int, bool] = getattr(o, "scalar_arguments", None) or {}
+    nums = [i for i, x in enumerate(pool[0]) if type(x) in (int, float) and scalable[i] is False
+            and all(type(xs[i]) is type(x) for xs in pool) and any(xs[i] != x for xs in pool[1:])]
+    want = {i: {"low": min(xs[i] for xs in pool), "high": max(xs[i] for xs in pool),
+                "bw": bandwidth([float(xs[i]) for xs in pool], 1.0 if type(pool[0][i]) is int else 0.0),
+                # values two or more entries hold: the workload's point masses, drawn as they are
+                "atoms": sorted({xs[i] for xs in pool if sum(ys[i] == xs[i] for ys in pool) > 1})}
+            for i in nums}
+    new = [i for i in sorted(want) if i not in accepted]
+    if new:
+        mark = [want[i] if i in new or accepted.get(i) else ok for i, ok in enumerate(scalable)]
+        ok_ = set(_accepted(task, pool[0], mark, new))
+        accepted.update({i: i in ok_ for i in new})
+    o.scalar_arguments = accepted
+    marks = [want[i] if i in want and accepted[i] else ok for i, ok in enumerate(scalable)]
+    fixed = {i: f"copied in part ({where})" for i, where in _left_alone(pool, marks).items()}
+    if fixed:
+        log.info("arguments %s are partly copied into timed iterations though the workload's draws vary them "
+                 "(no speedup is claimed): %s", sorted(fixed), fixed)
+        _withhold(o, fixed)
+    return marks
 
 
 def _leaves(x: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -517,34 +519,35 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
     infer for it (`_span`, {"low", "high", "bw"}: `bandwidth`), else from its own values (RESAMPLE: bools, inputs
     without an inferred range); only where the reference accepts such a draw (prober.Prober.ok: it runs, no new
     non-finite outputs, no more exact zeros or repeated slices in its outputs than the entry's), all at once or
-    grown one input at a time (trials.most_accepted: one refused input leaves the others redrawn). Decided once per
-    task; an input it refuses (offsets that must stay sorted) is copied, and logged."""
+    grown one input at a time (trials.most_accepted: one refused input leaves the others redrawn). The marks are
+    this pool's, every call (`scalar_arguments` says why); whether the reference accepts the draws is decided once
+    per task and input: an input it refuses (offsets that must stay sorted) is copied, and logged."""
     o = task.oracle
-    done = getattr(o, "resampled", None)
-    if done is not None:
-        return done
+    accepted: dict[int, bool] = getattr(o, "resampled", None) or {}
+    o.resampled = accepted
     ints = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.numel()
-            and not x.is_floating_point() and not x.is_complex()]
-    marks: dict[int, Any] = {}
-    if ints:
-        from .trials import most_accepted, prober
-        pr = prober(task)
-        domains = pr.domains()
+            and not x.is_floating_point() and not x.is_complex() and accepted.get(i) is not False]
+    if not ints:
+        return {}
+    from .trials import most_accepted, prober
+    pr = prober(task)
+    domains = pr.domains()          # inferred once per task
+    want = {i: _span(domains[i], i, pool or [xs])
+            if i in domains and xs[i].dtype != torch.bool else timing.RESAMPLE for i in ints}
+    ints = [i for i in ints if want[i] is not None]
+    new = [i for i in ints if i not in accepted]
+    if new:
         like = pr.like(xs, o.state0)
-        want = {i: _span(domains[i], i, pool or [xs])
-                if i in domains and xs[i].dtype != torch.bool else timing.RESAMPLE for i in ints}
-        ints = [i for i in ints if want[i] is not None]
-        mark = [want.get(i, False) for i in range(len(xs))]
+        mark = [want[i] if i in new or accepted.get(i) else False for i in range(len(xs))]
         dev = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in xs]
-        keys = ints
+        keys = new
         for _ in range(RESAMPLE_DRAWS):     # every draw accepted: one lucky draw (sorted offsets) proves nothing
             drawn = timing.fresh(dev, 1.0, secrets.randbits(62), mark, [0.0] * len(xs), task.device)
             keys = most_accepted(pr, dev, o.state0, {i: drawn[i] for i in keys}, like)
             if not keys:
                 break
-        pr.restore()
-        marks = {i: want[i] for i in keys}
-        refused = [i for i in ints if i not in keys]
+        accepted.update({i: i in keys for i in new})
+        refused = [i for i in new if i not in keys]
         if refused:
             log.info("integer inputs %s are copied unvaried into timed iterations: the reference does not accept "
                      "new draws of their values", refused)
@@ -554,5 +557,5 @@ def resampled(task: Task, xs: list[Any], pool: list[list[Any]] | None = None) ->
                       if any(not _same(xs_[i], xs[i]) for xs_ in (pool or [xs]))}
             if varied:
                 _withhold(o, varied)
-    o.resampled = marks
-    return marks
+    pr.restore()
+    return {i: want[i] for i in ints if accepted[i]}

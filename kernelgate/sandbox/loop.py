@@ -223,9 +223,14 @@ _SQRT12 = 12.0 ** 0.5                   # a uniform kernel of width bw * sqrt(12
 
 
 def _reflected(v: torch.Tensor, low: int, high: int) -> torch.Tensor:
-    """Integers reflected into [low, high] (at low, then at high; clamped past both), in place."""
-    v.sub_(low).abs_().add_(low)
-    return v.sub_(high).abs_().neg_().add_(high).clamp_(low, high)
+    """Integers reflected into [low, high] (v is overwritten): folded with period 2 (high - low), so a value any
+    distance outside lands inside as repeated reflections at both ends would put it (a clamp past either end made a
+    point mass there: an entry outside the span, its draws all `low`, a memo keyed on them)."""
+    w = high - low
+    if w <= 0:
+        return v.fill_(low)
+    v.sub_(low).remainder_(2 * w)
+    return torch.where(v > w, 2 * w - v, v).add_(low)
 
 
 def _jitter(x: torch.Tensor, bw: float, k: int, seed: int, g: torch.Generator | None, device: str) -> torch.Tensor:
@@ -282,7 +287,10 @@ def smoothed_number(x: int | float, ok: dict, u: float) -> int | float:
         return x
     low, high = ok["low"], ok["high"]
     y = x + (u - 0.5) * _SQRT12 * float(ok["bw"])
-    y = high - abs(high - (low + abs(y - low)))
+    w = high - low
+    if w > 0:       # folded as `_reflected` folds tensors: inside [low, high] from any distance outside
+        r = (y - low) % (2 * w)
+        y = low + (2 * w - r if r > w else r)
     return min(max(int(round(y)) if type(x) is int else y, low), high)
 
 

@@ -670,3 +670,35 @@ def test_smoothed_distinct_and_atom_draws_run_on_the_gpu_and_are_rebuilt_exactly
     assert all(torch.equal(x, y) and x.device.type == "cuda" for x, y in zip(a, again))
     assert not torch.equal(a[0], b[0]) and torch.equal(a[0].sort().values, torch.arange(512, device="cuda"))
     assert 0.15 < float((a[1] == 0).float().mean()) < 0.35 and int(a[1].max()) <= 299
+
+
+def test_marks_of_python_numbers_are_each_pools_own_and_acceptance_is_decided_once(monkeypatch):
+    """A timestep's mark was decided on the judge's two-entry pool and reused for a measurement's four entries: the
+    entries outside its span were drawn at its low end nearly every call, and a memo of the timestep MLP claimed
+    2.0-3.1x (int_argument_memo_bench). Each pool gets its own span and bandwidth; the reference's acceptance of the
+    draws is probed once per input."""
+    from types import SimpleNamespace
+
+    from kernelgate.gate import task as task_mod
+    calls = []
+    monkeypatch.setattr(task_mod, "_accepted", lambda task, xs_, mark, keys: calls.append(list(keys)) or list(keys))
+    task = SimpleNamespace(oracle=SimpleNamespace())
+    first = task_mod.scalar_arguments(task, [[torch.ones(2), t] for t in (417, 481)], [True, False])
+    second = task_mod.scalar_arguments(task, [[torch.ones(2), t] for t in (548, 530, 143, 628)], [True, False])
+    assert (first[1]["low"], first[1]["high"]) == (417, 481) and (second[1]["low"], second[1]["high"]) == (143, 628)
+    assert calls == [[1]]
+    pool = [[torch.ones(2), t] for t in (548, 530, 143, 628)]
+    draws = [timing.fresh(xs, 1.0, seed, second, [1.0, 0.0], "cpu")[1] for xs in pool for seed in range(50)]
+    assert all(143 <= d <= 628 for d in draws) and len(set(draws)) > 100
+
+
+def test_draws_far_outside_the_span_are_folded_in_not_clamped_to_an_end():
+    """A value outside [low, high] by more than the span lands inside as repeated reflections put it: a clamp made
+    a point mass at the end (every draw of an entry outside the span the same value)."""
+    from kernelgate.sandbox import loop
+    v = loop._reflected(torch.arange(-300, 301), 10, 30)
+    assert int(v.min()) == 10 and int(v.max()) == 30 and (v == 10).sum() <= 16
+    assert torch.equal(loop._reflected(torch.tensor([9, 31, 50, 51]), 10, 30), torch.tensor([11, 29, 10, 11]))
+    ok = {"low": 417, "high": 481, "bw": 35.0}
+    got = [loop.smoothed_number(143, ok, u / 100) for u in range(100)]
+    assert all(417 <= g <= 481 for g in got) and max(got.count(g) for g in set(got)) <= 4

@@ -101,7 +101,8 @@ def test_the_timing_pool_varies_declared_domains_and_copies_integers_the_referen
     from kernelgate.gate.task import timing_pool
     from kernelgate.records import Contract, Domain
     xs = [torch.rand(4, 4), torch.rand(4, 4), torch.arange(4), torch.rand(4)]
-    task = SimpleNamespace(inputs=lambda seed: [x.clone() for x in xs], oracle=SimpleNamespace(resampled={}, drawn_fresh={}), contract=Contract(
+    task = SimpleNamespace(inputs=lambda seed: [x.clone() for x in xs],
+                           oracle=SimpleNamespace(resampled={2: False}, drawn_fresh={}), contract=Contract(
         domain=((1, Domain(-1.0, 1.0)), (3, Domain(float("-inf"), float("inf"))))))
     pool, scalable = timing_pool(task, 2, torch.Generator().manual_seed(0))
     assert len(pool) == 2 and scalable == [True, [-1.0, 1.0], False, True]
