@@ -168,6 +168,9 @@ class Timing:
     inproc_ms: float | None = None     # median of the worker's own samples (diagnostic only, never claimed)
     round_spread: float | None = None  # relative semi-interquartile range of the per-round medians: the claim's
     #                                    noise term (gate/timing.py, noise); None with too few rounds
+    #: median per-call time (harness subtracted) on fresh draws of the workload's own generator, each called once
+    #: (gate/measure.py, `drawn`); None where not measured
+    drawn_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -199,6 +202,9 @@ class Speedup:
     #: the ratio of mean times (baseline / candidate): what a caller pays over many calls; a claim needs it above
     #: the threshold too (a candidate slow on a minority of calls can have a fast median: red team 64)
     mean_ratio: float | None = None
+    #: the ratio (baseline / candidate) on fresh draws of the workload's own generator (Timing.drawn_ms); a claim
+    #: needs it near the timed draws' (gate/timing.py, DRAWN_AGREE)
+    drawn_ratio: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -222,6 +228,11 @@ def claim_text(sp: dict[str, Any]) -> str:
     if isinstance(low, (int, float)) and isinstance(threshold, (int, float)) and isinstance(mean, (int, float)) \
             and low > threshold and mean <= threshold:
         return f"not claimed (the ratio of mean times {mean:.3f} <= {threshold:.3f}: slower calls the median hides)"
+    drawn, ratio = sp.get("drawn_ratio"), sp.get("ratio")
+    if isinstance(low, (int, float)) and isinstance(threshold, (int, float)) and isinstance(drawn, (int, float)) \
+            and low > threshold and isinstance(ratio, (int, float)):
+        return (f"not claimed (on fresh draws of the workload's own inputs, each called once, the ratio is "
+                f"{drawn:.3f} against {ratio:.3f} on the timed draws: the timed inputs favour the candidate)")
     if isinstance(low, (int, float)) and isinstance(threshold, (int, float)):
         return f"not claimed (CI low {low:.3f} <= {threshold:.3f}){bound}"
     return "not claimed" + bound

@@ -24,7 +24,7 @@ from ..sandbox import loop
 from ..sandbox.loop import BOOTSTRAP, FRESH, NOISE, RESAMPLE, SCALE, SCALE_RANGE, SLOTS, fresh, slot  # noqa: F401 - both sides build inputs alike
 
 #: bump when what a timed iteration costs changes (inputs, checks, digests): kept measurements are then stale
-HARNESS_VERSION = 11                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
+HARNESS_VERSION = 12                 # 2: CPU noise from a keyed integer mix (sandbox/loop.py); 3: chunked CPU digest;
 #                                      4: inputs with a declared domain varied inside it; 5: the inputs' commitment
 #                                      a positional digest, refilled buffers keep their version; 6: the CPU mixes
 #                                      in C (kernelgate/native.py); 7: a float32 CPU input's values in one C pass,
@@ -33,7 +33,8 @@ HARNESS_VERSION = 11                 # 2: CPU noise from a keyed integer mix (sa
 #                                      inputs drawn fresh where the reference's outputs are still; 10: every
 #                                      float input drawn afresh where the reference accepts it (task.drawn_fresh);
 #                                      11: no claim where one is not (task.fixed_inputs); Python numbers the
-#                                      workload varies drawn over their range, a list's floats noised
+#                                      workload varies drawn over their range, a list's floats noised; 12: each
+#                                      pool's own marks, and every row timed on the workload's own draws (drawn_ms)
 IMPLAUSIBLE = 3.0                    # speedups above this are flagged for review
 BASELINES = ("eager", "compile")     # the baselines' labels (gate/baselines.py), eager first as the harness's host
 
@@ -139,8 +140,9 @@ def with_harness(t: Timing) -> Timing:
     samples = tuple(s + t.harness_ms for s in t.samples_ms)
     med = quantile(list(samples), 0.5)
     rs = t.round_spread * t.median_ms / med if t.round_spread is not None and med > 0 else t.round_spread
+    drawn = t.drawn_ms + t.harness_ms if t.drawn_ms is not None else None
     return dataclasses.replace(t, samples_ms=samples, median_ms=med, spread=rel_spread(list(samples)),
-                               harness_ms=0.0, round_spread=rs)
+                               harness_ms=0.0, round_spread=rs, drawn_ms=drawn)
 
 
 def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fixed: str = "") -> Speedup:
@@ -154,6 +156,11 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
     its speedup, which the candidate's process cannot raise by cheapening or slowing the harness. A baseline
     the clock cannot resolve claims nothing (its call is the difference of two similar numbers), nor does a run
     whose timed inputs are not all drawn afresh (`fixed`: gate/task.fixed_inputs).
+    Where both rows were timed on fresh draws of the workload's own generator (Timing.drawn_ms), that ratio must
+    reach DRAWN_AGREE of the interval's lower bound, and the threshold: the timed draws keep the workload's
+    distribution of values, not its arrangement or the structure of its values (red team 64: nearly sorted floats
+    at fresh positions slowed the reference's sort 3x, and a candidate claimed 3.9x; red team 65: an FFT length
+    jittered off the 5-smooth lengths the workload uses, 3.5-6x).
     """
     bounded = resolvable(base) and not resolvable(cand)
     if bounded:
@@ -169,11 +176,21 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
     threshold = 1 + max(3 * max(noise(base), noise(cand)), 0.02)
     cmean = float(c.mean())
     mean_ratio = float(b.mean()) / cmean if cmean > 0 else math.inf
+    drawn = None
+    if base.drawn_ms is not None and cand.drawn_ms is not None:
+        drawn = base.drawn_ms / cand.drawn_ms if cand.drawn_ms > 0 else math.inf
+    agrees = drawn is None or drawn > max(threshold, DRAWN_AGREE * low)
     return Speedup(ratio, low, high, threshold,
                    claimed=low > threshold and mean_ratio > threshold and resolvable(base) and resolvable(cand)
-                   and not fixed,
+                   and not fixed and agrees,
                    flagged=ratio > IMPLAUSIBLE, bounded=bounded, unresolved=not resolvable(base), fixed=fixed,
-                   mean_ratio=mean_ratio)
+                   mean_ratio=mean_ratio, drawn_ratio=drawn)
+
+
+#: a claim's ratio on the workload's own fresh draws must reach this share of the timed draws' interval's lower bound
+#: (a dozen single calls per row: their median moves 5-10% on a quiet CPU; red team 64's sort measured 2.0x there
+#: against a lower bound of 2.9x on the timed draws)
+DRAWN_AGREE = 0.85
 
 
 HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is unresolved
@@ -219,7 +236,16 @@ class Plans:
     next_tag: int = 0
 
     def new(self, n: int) -> tuple[int, list[tuple[int, float, int]]]:
-        plan = make_plan(n, self.pool, self.rng)
+        return self._tagged(make_plan(n, self.pool, self.rng))
+
+    def each(self, n: int) -> tuple[int, list[tuple[int, float, int]]]:
+        """A plan calling entries 0..n-1 of a pool once each, in a random order."""
+        order = list(range(n))
+        self.rng.shuffle(order)
+        return self._tagged([(k, 1.0, self.rng.randrange(1 << 62)) for k in order])
+
+    def _tagged(self, plan: list[tuple[int, float, int]]) -> tuple[int, list[tuple[int, float, int]]]:
+        n = len(plan)
         tag0 = self.next_tag
         for k, p in enumerate(plan):
             self.by_tag[tag0 + k] = p

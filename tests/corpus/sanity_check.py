@@ -1178,7 +1178,7 @@ def check_gpu() -> None:
 
 def check_manifest(cases) -> None:
     log("manifest")
-    reasons = {"ok", "withheld", "build_error", "crash", "exit", "timeout", "output_limit", "output_type", "shape",
+    reasons = {"ok", "withheld", "drawn", "build_error", "crash", "exit", "timeout", "output_limit", "output_type", "shape",
                "dtype", "device", "stride", "mismatch", "nonfinite", "input_mutated", "aliasing", "threads", "flags", "timer",
                "recheck", "introspection", "usage", "task_load", "random_task", "degenerate", "no_device"}
     names = set()
@@ -1196,7 +1196,7 @@ def check_manifest(cases) -> None:
         check(set(c.get("effects", [])) <= {"judge", "memory", "leftover", "late_file", "plant"},
               f"{c['name']}: effects")
         check(c["reason"] in reasons and all(a in reasons for a in c.get("also", [])), f"{c['name']}: reasons valid")
-        check(bench or c["reason"] != "withheld", f"{c['name']}: withheld only for bench")
+        check(bench or c["reason"] not in ("withheld", "drawn"), f"{c['name']}: withheld and drawn only for bench")
         if not bench:                            # a bench case's "ok": timed, with no speedup claimed
             check((c["reason"] == "ok") == (c["expect"] == "accepted"), f"{c['name']}: ok iff accepted")
         check(not c.get("also") or bool(c.get("why")), f"{c['name']}: `also` is justified in `why`")

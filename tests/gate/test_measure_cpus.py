@@ -64,7 +64,8 @@ def test_every_row_of_a_round_shares_its_cpu_and_rounds_take_the_next(monkeypatc
     monkeypatch.setattr(measure, "pin", lambda s, cpus: pins.append((s.label, sorted(cpus), len(log))))
     monkeypatch.setattr(measure, "check_pin", lambda s, cpus, what: log.append((s.label, "checked", sorted(cpus))))
     sessions = {"eager": FakeSession("eager", log), "compile": FakeSession("compile", log)}
-    measure.measure(SimpleNamespace(lean=False, device="cpu", floor=None), sessions, GateConfig(),
+    measure.measure(SimpleNamespace(lean=False, device="cpu", floor=None, inputs=lambda seed: [torch.zeros(4)]),
+                    sessions, GateConfig(),
                     TimingConfig(rounds=3, iters=2), lambda m: None)
     timed = [p for p in pins if len(p[1]) == 1]
     # 3 rounds of eager, compile and the harness (in eager's worker): each pinned before its batch

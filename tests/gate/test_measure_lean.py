@@ -45,7 +45,7 @@ def _run(monkeypatch, lean: bool):
     monkeypatch.setattr(measure_mod, "timing_pool", lambda task, n, rng: ([[torch.zeros(4)]], [True]))
     log = []
     sessions = {"eager": FakeSession("eager", log), "compile": FakeSession("compile", log)}
-    task = SimpleNamespace(lean=lean, device="cpu", floor=None)
+    task = SimpleNamespace(lean=lean, device="cpu", floor=None, inputs=lambda seed: [torch.zeros(4)])
     timings, rejected = measure_mod.measure(task, sessions, GateConfig(), TimingConfig(rounds=2, iters=3),
                                             lambda m: None)
     assert set(timings) == {"eager", "compile"} and not rejected
@@ -71,11 +71,19 @@ def test_lean_measurement_sends_the_pool_once_per_batch_with_warm_up_and_harness
 def test_full_plan_measurement_is_unchanged(monkeypatch):
     log = _run(monkeypatch, lean=False)
     assert log[:4] == [("eager", "pool"), ("eager", "warm"), ("compile", "pool"), ("compile", "warm")]
-    assert [e for e in log if e[1] == "pool"] == [("eager", "pool"), ("compile", "pool")]
+    assert [e for e in log[:10] if e[1] == "pool"] == [("eager", "pool"), ("compile", "pool")]
     assert not any(e[1] == "release" for e in log)
     # round 1: eager, compile, the harness; round 2 rotated: compile, the harness, eager
-    assert [e for e in log[4:]] == [("eager", "batch"), ("compile", "batch"), ("eager", "harness"),
-                                    ("compile", "batch"), ("eager", "harness"), ("eager", "batch")]
+    assert [e for e in log[4:10]] == [("eager", "batch"), ("compile", "batch"), ("eager", "harness"),
+                                      ("compile", "batch"), ("eager", "harness"), ("eager", "batch")]
+    # then the workload's own draws (measure.drawn): each batch's draws sent to every row, which times them once
+    assert log[10:] == [("eager", "pool"), ("eager", "batch"), ("compile", "pool"), ("compile", "batch")] * \
+        measure_mod.DRAWN_BATCHES
+
+
+def test_lean_plan_skips_the_workloads_own_draws(monkeypatch):
+    log = _run(monkeypatch, lean=True)
+    assert len([e for e in log if e[1] == "batch"]) == 4       # 2 rounds x 2 baselines, nothing after
 
 
 def test_a_round_that_would_end_past_the_deadline_is_not_started(monkeypatch):

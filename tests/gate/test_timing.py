@@ -518,6 +518,28 @@ def test_a_claim_needs_the_ratio_of_mean_times_too():
     assert even.claimed and even.mean_ratio > 3
 
 
+def test_a_claim_needs_the_ratio_on_the_workloads_own_draws_to_agree():
+    """Red teams 64 and 65: timed draws that keep the workload's values but not their arrangement (nearly sorted
+    timestamps) or structure (5-smooth FFT lengths) slowed the reference 3-10x, and candidates no faster on the
+    workload's inputs claimed 3.5-4x. Both rows are also timed on the workload's own fresh draws (measure.drawn); a
+    claim needs that ratio above DRAWN_AGREE of the interval's lower bound and the threshold."""
+    import dataclasses
+
+    base = timing.summarize("b", [10.0 + 0.01 * i for i in range(60)], 10.0, "eager")
+    cand = timing.summarize("c", [2.5 + 0.01 * i for i in range(60)], 2.5, "candidate")
+    sp = timing.speedup(dataclasses.replace(base, drawn_ms=3.0), dataclasses.replace(cand, drawn_ms=2.9))
+    assert sp.low > 3.5 and abs(sp.drawn_ratio - 3.0 / 2.9) < 1e-9 and not sp.claimed
+    assert "fresh draws of the workload's own inputs" in claim_text(sp.to_json())
+    agree = timing.speedup(dataclasses.replace(base, drawn_ms=10.0), dataclasses.replace(cand, drawn_ms=3.3))
+    assert agree.claimed and agree.drawn_ratio > timing.DRAWN_AGREE * agree.low
+    assert timing.speedup(base, cand).claimed and timing.speedup(base, cand).drawn_ratio is None   # not measured
+    # with the harness added back (a bounded row), the drawn figure takes it too
+    assert timing.with_harness(dataclasses.replace(cand, harness_ms=1.0, drawn_ms=2.0)).drawn_ms == 3.0
+    plans = timing.Plans(random.Random(0), 4, {})
+    tag, plan = plans.each(5)
+    assert sorted(p[0] for p in plan) == list(range(5)) and all(plans.by_tag[tag + k] == p for k, p in enumerate(plan))
+
+
 def test_fresh_inputs_for_fp8_stay_fp8_and_finite():
     x = (torch.randn(64, 64) * 200).to(torch.float8_e4m3fn)
     out = timing.fresh([x], 1.9, 7, [True], timing.rms([x], [True]), "cpu")[0]
