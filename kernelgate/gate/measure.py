@@ -265,8 +265,9 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
 
 
 #: batches of fresh draws of the workload's own generator timed per row after the rounds (`drawn`), each entry
-#: called once: DRAWN_ENTRIES timed calls a batch
-DRAWN_BATCHES, DRAWN_ENTRIES = 4, 3
+#: called once: DRAWN_ENTRIES timed calls a batch, after the lead-in's (about a pool's worth of entries at a time;
+#: a batch's cost is mostly sending its draws to each row, about a second on a loaded 2-core CPU)
+DRAWN_BATCHES, DRAWN_ENTRIES = 2, 4
 
 
 def drawn(task: Task, live: dict[str, Session], plans: timing.Plans, lead: int, alone, drop,

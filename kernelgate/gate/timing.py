@@ -188,7 +188,7 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
 
 
 #: a claim's ratio on the workload's own fresh draws must reach this share of the timed draws' interval's lower bound
-#: (a dozen single calls per row: their median moves 5-10% on a quiet CPU; red team 64's sort measured 2.0x there
+#: (eight single calls per row: their median moves 5-10% on a quiet CPU; red team 64's sort measured 2.0x there
 #: against a lower bound of 2.9x on the timed draws)
 DRAWN_AGREE = 0.85
 
