@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import secrets
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,34 @@ GRID_KEEPING_OPS = (
     "clamp", "clamp_min", "clamp_max", "hardtanh", "relu", "add", "sub", "rsub", "neg", "mul", "div", "sum",
     "int_repr", "dequantize", "_make_per_tensor_quantized_tensor", "_make_per_channel_quantized_tensor",
     "amax", "amin", "maximum", "minimum")
+#: ops continuous in their float arguments (an allow-list): where a reference has only these, runs on inputs moved
+#: one ulp are more draws of its own error (gate/session.py `second_look`); a rounding, comparison, sign bit, cast to
+#: integers (`_RecordOps.stepped`) moves outputs by whole steps (red team 30's `special_values_wrong` passed beside)
+CONTINUOUS_OPS = frozenset((
+    "_to_copy", "to", "copy", "copy_", "clone", "contiguous", "alias", "detach", "lift_fresh", "lift_fresh_copy",
+    "view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "transpose", "t", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "slice", "select", "narrow", "split", "split_with_sizes", "chunk", "unbind", "cat",
+    "stack", "as_strided", "diagonal", "diag", "diag_embed", "repeat", "flip", "roll", "index_select", "gather",
+    "index", "take", "embedding", "constant_pad_nd", "triu", "tril", "where", "masked_fill", "zeros_like",
+    "ones_like", "empty_like", "full_like", "zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty",
+    "new_full", "scalar_tensor", "fill", "fill_", "zero_", "eye", "arange", "_linalg_check_errors",
+    "add", "sub", "rsub", "mul", "div", "neg", "abs", "addcmul", "addcdiv", "lerp", "reciprocal", "pow", "square",
+    "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
+    "sigmoid", "erf", "erfc", "atan", "atan2", "hypot", "relu", "leaky_relu", "elu", "gelu", "silu", "softplus",
+    "mish", "hardtanh", "hardsigmoid", "hardswish", "clamp", "clamp_min", "clamp_max", "maximum", "minimum", "amax",
+    "amin", "logsumexp", "_softmax", "_log_softmax", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
+    "linalg_vector_norm", "cumsum", "mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "dot", "mv", "linear",
+    "convolution", "_convolution", "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "native_group_norm", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "upsample_bilinear2d",
+    "upsample_linear1d", "_linalg_solve_ex", "linalg_solve_ex", "linalg_lu_factor_ex", "linalg_lu_solve",
+    "linalg_inv_ex", "linalg_cholesky_ex", "cholesky_solve", "linalg_solve_triangular", "triangular_solve",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "mse_loss", "l1_loss",
+    "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "cosine_similarity", "trace"))
+#: factorizations and solves whose integer outputs (pivots, an error code) are bookkeeping, not values
+FACTORING_OPS = ("_linalg_solve_ex", "linalg_solve_ex", "linalg_lu_factor_ex", "linalg_inv_ex", "linalg_cholesky_ex")
 #: grid-keeping ops that select from their first argument by the others: only the first argument's mark passes
 SELECTING_OPS = ("index", "gather", "index_select", "take", "select", "slice", "narrow", "as_strided")
 #: ops returning (values, indices, ...): their values keep the mark, the rest do not
@@ -144,6 +173,7 @@ class _RecordOps(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops: set[str] = set()
+        self.stepped: set[str] = set()          # ops that gave integers from floats, or divided with a rounding mode
         self.k = WeakTensorKeyDictionary()
         self.rounded = WeakTensorKeyDictionary()
 
@@ -152,6 +182,11 @@ class _RecordOps(TorchDispatchMode):
         self.ops.add(name)
         out = func(*args, **(kwargs or {}))
         ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        if name == "div" and "mode" in func._overloadname:
+            self.stepped.add(name)                           # floor or trunc division: not continuous
+        if name not in FACTORING_OPS and any(t.is_floating_point() for t in ins) and any(
+                isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()) for t in tree_leaves(out)):
+            self.stepped.add(name)                           # floats to integers or bools (a cast, indices)
         k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in ins])
         # a selection (index, gather, take, index_select) keeps the mark of the tensor it selects from, not of its
         # index: a table value chosen by a rounded position is not on a grid (red team 24: a lookup table had
@@ -258,6 +293,19 @@ def one_ulp_fp64(x: Any, device: str, seed: int = 0) -> Any:
     return out
 
 
+def one_ulp(x: Any, device: str, seed: int) -> Any:
+    """`x` on `device` with every element of a float tensor moved one unit in the last place of its own dtype, up or
+    down by a draw of `seed` (infinities, NaN and the largest finite values as `one_ulp_fp64` leaves them)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+        return x.to(device) if isinstance(x, torch.Tensor) else x
+    part = x.to(device)
+    g = torch.Generator().manual_seed(seed & ((1 << 63) - 1))
+    up = (torch.rand(x.shape, generator=g) < 0.5).to(device)
+    step = _step(part, up)
+    finite = torch.isfinite(part)
+    return torch.where(finite & ~torch.isfinite(step), _step(part, ~up), torch.where(finite, step, part))
+
+
 def _step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """Each element one unit in the last place of its dtype up (`up`) or down."""
     return torch.where(up, torch.nextafter(part, torch.full_like(part, float("inf"))),
@@ -322,6 +370,7 @@ class Oracle:
         self.uses_rng = False                     # the forward draws from or reseeds the global generators (probe)
         self.model64 = None if own else copy.deepcopy(self.model)._apply(widened)
         self.ops: set[str] = set()
+        self.stepped: set[str] = set()            # ops that moved outputs by whole steps (_RecordOps.stepped)
         self.low: dict[str, torch.nn.Module] = {}       # contract formats: permitted runs
         self.as_dtype: dict[torch.dtype, torch.nn.Module] = {}   # copies for mutants
         for fmt, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
@@ -384,7 +433,7 @@ class Oracle:
             raise KernelgateError(f"the reference's forward failed: {type(e).__name__}: {e}", Reason.TASK_LOAD) from e
         del dev
         self.give_back()
-        self.ops = rec.ops
+        self.ops, self.stepped = rec.ops, rec.stepped
         if self.own:                         # its reductions run inside kernels no recorder sees: the term at its cap
             ks = [OPAQUE_K] * len(ks)
         self.reduce_ks = ks                  # each output's longest reduction: the tolerance's summation-order term
@@ -440,6 +489,24 @@ class Oracle:
         del dev
         self.give_back()
         return out
+
+    @property
+    def continuous(self) -> bool:
+        """Every op the reference ran is continuous in its float arguments (CONTINUOUS_OPS)."""
+        return bool(self.ops) and not self.stepped and all(op in CONTINUOUS_OPS for op in self.ops)
+
+    def resampled(self, xs: list[Any], n: int) -> list[list[torch.Tensor]]:
+        """The reference in the task's dtype with its current parameters, `n` times, each on the float inputs moved
+        one unit in the last place of their dtype, up or down by a secret draw (`one_ulp`): more draws of its own
+        error against the oracle on `xs` (gate/session.py, `second_look`)."""
+        outs = []
+        for _ in range(n):
+            seed = secrets.randbits(62)
+            dev = [one_ulp(x, self.device, seed + k) for k, x in enumerate(xs)]
+            outs.append(self._call(self.model, dev))
+            del dev
+            self.give_back()
+        return outs
 
     def run_async(self, xs: list[Any], rounding: bool = False) -> Pending:
         """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay

@@ -3,6 +3,7 @@ candidate's call is out."""
 import threading
 
 import pytest
+import torch
 
 from kernelgate import api, oracle as oracle_mod
 from kernelgate.config import gate_config
@@ -69,3 +70,46 @@ def test_trials_run_the_oracle_beside_the_call_except_in_the_lean_plan(write, tm
     elif cand is WRONG_LATE:
         assert beside >= 1 and "mismatch" in v.reason.value, (threads, v.message)   # rejected in a trial
     assert not any(t.name == "kernelgate-oracle" for t in threading.enumerate())     # none left running
+
+
+def test_one_ulp_moves_every_float_element_one_unit_and_leaves_the_rest():
+    """The second look's inputs (gate/session.py): each float element one unit in the last place of its dtype up or
+    down, infinities, NaN and integer tensors as they were, the largest finite value never to infinity."""
+    from kernelgate.oracle import one_ulp
+    big = torch.finfo(torch.float32).max
+    x = torch.tensor([1.0, -3.5, 0.0, float("inf"), float("nan"), big, 1e-30] * 40)
+    y = one_ulp(x, "cpu", 7)
+    up = torch.nextafter(x, torch.full_like(x, float("inf")))
+    down = torch.nextafter(x, torch.full_like(x, float("-inf")))
+    finite = torch.isfinite(x)
+    assert bool(((y == up) | (y == down))[finite].all()) and bool(torch.isfinite(y[finite]).all())
+    assert bool((y[finite] != x[finite]).all())
+    assert bool((y != up)[finite].any()) and bool((y != down)[finite].any())       # both ways
+    assert torch.equal(y[torch.isinf(x)], x[torch.isinf(x)]) and bool(torch.isnan(y[torch.isnan(x)]).all())
+    ids = torch.arange(5)
+    assert one_ulp(ids, "cpu", 7) is not None and torch.equal(one_ulp(ids, "cpu", 7), ids)
+    assert torch.equal(one_ulp(x, "cpu", 7)[finite], y[finite])           # the draw is the seed's
+    h = torch.randn(64).half()
+    assert bool(((one_ulp(h, "cpu", 1) - h).abs() > 0).all()) and one_ulp(h, "cpu", 1).dtype == torch.float16
+
+
+@pytest.mark.parametrize("body,continuous", [
+    ("torch.linalg.solve(x @ x.T + 4 * torch.eye(x.shape[0]), x).relu().sum(-1)", True),
+    ("torch.softmax(x * 2, -1) + torch.nn.functional.gelu(x)", True),
+    ("torch.round(x)", False),                                   # a rounding
+    ("x + (x > 0).float()", False),                              # a comparison
+    ("x.to(torch.int32).float()", False),                        # a cast to integers
+    ("torch.div(x, 0.5, rounding_mode='floor')", False),         # floor division under the name "div"
+    ("x.max(-1).values", False),                                 # values beside indices: counted as steps
+])
+def test_a_reference_is_continuous_only_where_every_op_is(write, body, continuous):
+    """The second look (gate/session.py) moves inputs one ulp: only a reference continuous in its float inputs may
+    have it, an allow-list of ops with steps (casts to integers, floor division) marked apart."""
+    from kernelgate import workload
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Contract
+    src = ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+           f"        return {body}\ndef get_inputs():\n    return [torch.randn(8, 8)]\n"
+           "def get_init_inputs():\n    return []\n")
+    task = task_mod.prepare(workload.Spec.parse(write("ref.py", src), "Model"), "cpu", Contract())
+    assert task.oracle.continuous is continuous, (sorted(task.oracle.ops), task.oracle.stepped)

@@ -44,6 +44,12 @@ LOW_BETA, LOW_U = 1.0, 2.0 ** -11        # the mean's and Frobenius norm's floor
 MAX_FACTOR, MEAN_FACTOR = 2.0, 1.5
 ORDER_FACTOR, ORDER_CAP = 2.0, 32.0      # the summation-order term: ORDER_FACTOR * min(sqrt(K), ORDER_CAP) * u_acc
 ACC_U = 2.0 ** -24                       # the accumulator's roundoff at most (fp32; narrower outputs accumulate in it)
+#: a reference whose own output in the task's dtype is this far off the fp64 oracle on a trial (relative Frobenius
+#: norm) carries fewer than four correct bits there: the output is not determined at the task's precision (a linear
+#: solve of a near-singular system), one honest rounding order lands anywhere in that spread, and a bound of twice
+#: the reference's own error is a coin toss (an exact copy of a float32 solve erred 1.89 against 0.57 allowed on a
+#: smoothed covariance). gate/session.py leaves such trials unjudged, never the workload's own inputs (trial 1).
+UNDETERMINED_FRO = 2.0 ** -4
 
 
 def order_term(u: float, reduce_k: int | None) -> float:
@@ -77,6 +83,11 @@ class Tolerance:
     u: float
     exact: bool
     source: str                          # which reference run set the error ("task dtype", "tf32 conv", ...)
+
+    @property
+    def undetermined(self) -> bool:
+        """The reference's own error on this trial leaves the output undetermined (UNDETERMINED_FRO)."""
+        return not self.exact and self.ref_fro >= UNDETERMINED_FRO
 
     def describe(self) -> str:
         if self.exact:

@@ -152,3 +152,58 @@ def test_the_repeated_call_lands_on_finite_inputs_whatever_the_draw(write, monke
     monkeypatch.setattr(session_mod, "secrets", Draws())
     v = judge_mod.judge(task, workload.Spec.parse(cand, "ModelNew"), GateConfig())
     assert v.status.value == "rejected" and v.reason.value == "aliasing", (seed, k, v.status, v.reason, v.message)
+
+
+GLS = """
+import torch
+import torch.nn as nn
+N, D = 96, 256
+class Model(nn.Module):
+    def forward(self, S, Y):
+        d = torch.diagonal(S).rsqrt()
+        return torch.linalg.solve(S * d[:, None] * d[None, :], Y)
+def get_inputs():
+    X = torch.randn(N, D)
+    S = 0.5 * (X @ X.T) / D + 0.5 * torch.diag(0.5 + torch.rand(N))
+    return [S, torch.randn(N, 1)]
+def get_init_inputs():
+    return []
+"""
+
+GLS_REGROUPED = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, S, Y):                  # the scaling grouped otherwise: other roundings of the same system
+        d = torch.diagonal(S).rsqrt()
+        return torch.linalg.solve(S * (d[:, None] * d[None, :]), Y)
+"""
+
+GLS_UNSCALED = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, S, Y):                  # wrong: the covariance itself, not its correlation matrix
+        return torch.linalg.solve(S, Y)
+"""
+
+
+@pytest.mark.slow
+def test_a_trial_whose_reference_is_itself_off_the_oracle_is_left_unjudged_and_named(write):
+    """The "constant feature" family makes two columns of a covariance equal: the float32 solve is then off the
+    fp64 oracle by its whole size, and another rounding of the same system lands anywhere in that spread (an exact
+    copy of the reference was refused once in CI on such a trial, 1.89 against 0.57 allowed). Such a trial is not
+    judged and the verdict says so; the workload's own inputs (trial 1) still are, so a wrong solve is refused."""
+    from kernelgate.gate import correctness
+    ref = write("gls.py", GLS)
+    task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
+    cfg = GateConfig()
+    good = judge_mod.judge(task, workload.Spec.parse(write("regrouped.py", GLS_REGROUPED), "ModelNew"), cfg)
+    assert good.status.value == "accepted", good.message
+    unjudged = [n for n in good.notes if "not judged" in n]
+    assert unjudged and all("off the fp64 oracle" in n and not n.startswith("trial 1 (") for n in unjudged)
+    bad = judge_mod.judge(task, workload.Spec.parse(write("unscaled.py", GLS_UNSCALED), "ModelNew"), cfg)
+    assert bad.status.value == "rejected" and bad.reason.value == "mismatch", bad.message
+    assert bad.message.startswith(("first call", "trial 1 ("))
+    t = correctness.Tolerance(1, 1, 1, 1, 1, correctness.UNDETERMINED_FRO, 2.0 ** -24, False, "task dtype")
+    assert t.undetermined and not correctness.Tolerance(1, 1, 1, 1, 1, 0.01, 2.0 ** -24, False, "").undetermined
