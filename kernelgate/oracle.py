@@ -495,7 +495,7 @@ class Oracle:
         """Every op the reference ran is continuous in its float arguments (CONTINUOUS_OPS)."""
         return bool(self.ops) and not self.stepped and all(op in CONTINUOUS_OPS for op in self.ops)
 
-    def resampled(self, xs: list[Any], n: int) -> list[list[torch.Tensor]]:
+    def moved_runs(self, xs: list[Any], n: int) -> list[list[torch.Tensor]]:
         """The reference in the task's dtype with its current parameters, `n` times, each on the float inputs moved
         one unit in the last place of their dtype, up or down by a secret draw (`one_ulp`): more draws of its own
         error against the oracle on `xs` (gate/session.py, `second_look`)."""

@@ -348,13 +348,13 @@ class Session:
     def second_look(self, name: str, k: int, c: Any, xs: list[Any], runs: Runs, ratio: float, nonfinite: bool,
                     more: list[Any]) -> Check | None:
         """Output k of a trial off the workload's own inputs, refused on the reference's one run, judged beside
-        SECOND_LOOK runs more of the reference in the task's dtype on its inputs moved one ulp (Oracle.resampled):
+        SECOND_LOOK runs more of the reference in the task's dtype on its inputs moved one ulp (Oracle.moved_runs):
         draws of its own error; only where every op of the reference is continuous (oracle.CONTINUOUS_OPS). Where a step amplifies rounding (a solve), one run is one draw of a wide spread (a
         regrouped scaling before a solve fell outside twice it 2 verifies in 4). None where out of memory."""
         t = self.task
         if not more:
             try:
-                more.extend(t.oracle.resampled(xs, SECOND_LOOK))
+                more.extend(t.oracle.moved_runs(xs, SECOND_LOOK))
             except torch.OutOfMemoryError:
                 return None
         permitted = {n: r[k] for n, r in runs.permitted.items()}
