@@ -495,18 +495,12 @@ class Oracle:
         """Every op the reference ran is continuous in its float arguments (CONTINUOUS_OPS)."""
         return bool(self.ops) and not self.stepped and all(op in CONTINUOUS_OPS for op in self.ops)
 
-    def moved_runs(self, xs: list[Any], n: int) -> list[list[torch.Tensor]]:
-        """The reference in the task's dtype with its current parameters, `n` times, each on the float inputs moved
-        one unit in the last place of their dtype, up or down by a secret draw (`one_ulp`): more draws of its own
-        error against the oracle on `xs` (gate/session.py, `second_look`)."""
-        outs = []
-        for _ in range(n):
-            seed = secrets.randbits(62)
-            dev = [one_ulp(x, self.device, seed + k) for k, x in enumerate(xs)]
-            outs.append(self._call(self.model, dev))
-            del dev
-            self.give_back()
-        return outs
+    def moved_runs(self, xs: list[Any], n: int) -> list[Runs]:
+        """`run` `n` times more, each on the float inputs moved one unit in the last place of their dtype, up or
+        down by a secret draw (`one_ulp`): each task-dtype run against its own oracle is one more draw of the
+        reference's own rounding error (gate/session.py `second_look`)."""
+        return [self.run([one_ulp(x, str(x.device), secrets.randbits(62) + k) if isinstance(x, torch.Tensor) else x
+                          for k, x in enumerate(xs)]) for _ in range(n)]
 
     def run_async(self, xs: list[Any], rounding: bool = False) -> Pending:
         """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay

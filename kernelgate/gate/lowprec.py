@@ -100,11 +100,12 @@ class Derivation:
     zero_error: bool                         # every permitted run reproduced the oracle exactly on this trial
     reason: str
     order: float = 0.0                       # the floor's summation-order term (correctness.order_term)
+    own_fro: float = 0.0                     # the task-dtype run's own relative Frobenius error
 
     def tolerance(self) -> correctness.Tolerance:
         """The gate's Tolerance record for this derivation."""
         return correctness.Tolerance(self.allowed_max, self.allowed_mean, self.allowed_fro, self.ref_max,
-                                     self.ref_mean, self.ref_fro, self.u, self.exact, self.source)
+                                     self.ref_mean, self.ref_fro, self.u, self.exact, self.source, self.own_fro)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
@@ -163,7 +164,7 @@ def explain(oracle: torch.Tensor, permitted_refs: dict[str, torch.Tensor], out_d
     d = Derivation(classify(out_dtype), tol.u, tuple((r, classify(t)) for r, t in (formats or {}).items())
                    + (("output", classify(out_dtype)),), reduction_length, runs, tol.source, tol.ref_max,
                    tol.ref_mean, tol.ref_fro, factor_max, factor_mean, beta, smax, smean, tol.max_abs,
-                   tol.mean_abs, tol.fro_rel, tol.exact, zero, "gate.correctness.derive", order)
+                   tol.mean_abs, tol.fro_rel, tol.exact, zero, "gate.correctness.derive", order, tol.own_fro)
     if tol.exact or zero:
         why = ("integer/bool output" if tol.exact else "float output the reference reproduced with zero error "
                "(pure data movement or exactly representable results; stands only if so on every trial)")

@@ -15,7 +15,7 @@ import torch
 
 from ..config import GateConfig, TimingConfig
 from ..records import Reason, Timing, Verdict
-from ..sandbox import Spares, prebuild
+from ..sandbox import Spares, loop, prebuild
 from . import memory, timing
 from . import verdict as verdicts
 from .session import Rejected, Session
@@ -220,7 +220,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
         say(f"round {rounds}: " + ", ".join(f"{k} {timing.quantile(v, 0.5):.4g} ms" for k, v in walls.items() if v))
         if rounds > 10 * tcfg.rounds:
             break
-    dwalls = drawn(task, live, plans, lead, alone, drop, secret)
+    dwalls, dnull = drawn(task, live, plans, lead, alone, drop, secret, host)
     for s in live.values():
         if cpus:
             pin(s, set(cpus))
@@ -242,8 +242,13 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                                           timing.quantile(inproc[label], 0.5) if inproc[label] else None,
                                           [per_call[a:b] for a, b in zip(cuts, cuts[1:])])
         if dwalls.get(label):
+            # the harness on the same masked draws (`drawn`): the host's, a candidate's own where lower
+            hd = timing.harness_cost([dnull.get(host) or []], [dwalls[k] for k in live if live[k].trusted
+                                                               and dwalls.get(k)]) if dnull.get(host) else h
+            if not live[label].trusted and dnull.get(label):
+                hd = min(hd, timing.harness_cost([dnull[label]], []))
             timings[label] = dataclasses.replace(
-                timings[label], drawn_ms=timing.quantile(timing.less_harness(dwalls[label], h), 0.5))
+                timings[label], drawn_ms=timing.quantile(timing.less_harness(dwalls[label], hd), 0.5))
     for label in [k for k in live if not live[k].trusted]:
         s = live[label]
         try:
@@ -271,17 +276,22 @@ DRAWN_BATCHES, DRAWN_ENTRIES = 2, 4
 
 
 def drawn(task: Task, live: dict[str, Session], plans: timing.Plans, lead: int, alone, drop,
-          secret: random.Random) -> dict[str, list[float]]:
+          secret: random.Random, host: str) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Judge walls (harness included) of every live row on fresh draws of the workload's own generator (seeds
     the worker never sees), each entry called once per row and given as it is: the workload's arrangement of
     values, their structure and point masses exactly, which the timed draws (sandbox/loop.fresh: a smoothed
     bootstrap of the pool's values) do not keep (red team 64: nearly sorted floats put at fresh positions; red team
-    65: a 5-smooth FFT length jittered to slow ones). A memo misses every call; each candidate batch has one output
-    re-checked. The same draws for every row. timing.speedup withholds a claim these figures disagree with.
-    Not on the lean memory plan (each entry is a task's worth of memory), nor past the device's memory."""
+    65: a 5-smooth FFT length jittered to slow ones). The same draws for every row, each row's sent masked by its
+    own steps' seeds (sandbox/loop.masked: red team 66 read a batch's draws from its own memory during the lead-in
+    and answered the timed calls from a memo, 98-202x); every timed output of a candidate's batch is re-checked
+    (with one, a candidate wrong on half of them escaped one batch in two). Also the harness alone on the same
+    steps (a null batch: the host's, and each candidate's own), since a masked draw costs another harness than
+    a timed one's: `drawn_harness`. timing.speedup withholds a claim these figures disagree with. Not on the lean
+    memory plan (each entry is a task's worth of memory), nor past the device's memory."""
     got: dict[str, list[float]] = {k: [] for k in live}
+    null: dict[str, list[float]] = {k: [] for k in live}
     if task.lean or not live:
-        return got
+        return got, null
     rng = random.Random(secrets.randbits(62))
     n = lead + DRAWN_ENTRIES
     for _ in range(DRAWN_BATCHES):
@@ -289,22 +299,45 @@ def drawn(task: Task, live: dict[str, Session], plans: timing.Plans, lead: int, 
             entries = [task.inputs(rng.randrange(1 << 30)) for _ in range(n)]
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-            return {k: [] for k in live}
-        marks = [False] * len(entries[0])           # given as the generator made them
+            return {k: [] for k in live}, {k: [] for k in live}
         for label in list(live):
             s = live[label]
             try:
                 alone(label)
-                s.send_pool(entries, marks)
                 tag, plan = plans.each(n)
+                both = _masked(entries, plan)
+                if both is None:
+                    return {k: [] for k in live}, {k: [] for k in live}
+                sent, marks = both
+                s.send_pool(sent, marks)
                 b = s.time_batch(tag, plan)
                 got[label] += b.walls_ms[lead:]
                 if not s.trusted:
-                    s.recheck(b, [secret.randrange(lead, n)], entries, marks)
+                    s.recheck(b, list(range(lead, n)), sent, marks)
+                if label == host or not s.trusted:
+                    null[label] += s.time_batch(plans.again(plan), plan, null=True).walls_ms[lead:]
+                del sent
             except Rejected as r:
                 if label in BASELINES or s.trusted:
                     raise
                 drop(label, r)
                 got.pop(label, None)
         del entries
-    return got
+    return got, null
+
+
+def _masked(entries: list[list[Any]], plan: list) -> tuple[list[list[Any]], list[Any]] | None:
+    """The pool as a batch's worker gets it: every tensor of entry j masked by the seed of the step calling it
+    (sandbox/loop.masked); other inputs as they are. None where the generator's dtypes differ from draw to draw (a
+    pool's marks are per input)."""
+    seed_of = {j: seed for j, _, seed in plan}
+    sent, marks = [], None
+    for j, xs in enumerate(entries):
+        pairs = [loop.masked(x, seed_of[j], k) if isinstance(x, torch.Tensor) else (x, False)
+                 for k, x in enumerate(xs)]
+        sent.append([p[0] for p in pairs])
+        mk = [p[1] for p in pairs]
+        if marks is not None and mk != marks:
+            return None
+        marks = mk
+    return sent, marks or []

@@ -66,27 +66,18 @@ class Batch:
     commits: list                        # per iteration: [output digests, input digests after the call]
 
 
-#: calls on the workload's own inputs and parameters: always judged, even where the reference's own error leaves
-#: the output undetermined (correctness.UNDETERMINED_FRO; every other trial is then left unjudged and named)
+#: calls on the workload's own inputs and parameters: always judged (Session.partly leaves other trials' undetermined
+#: entries unjudged)
 OWN_INPUTS = ("first call", "trial 1 (")
-
 #: more runs of the reference, on inputs moved one ulp, before a trial's output is refused (Session.second_look)
 SECOND_LOOK = 4
-
-
-
-def _scale(xs: list[Any]) -> float:
-    """The RMS of the float inputs together (the scale of a trial's inputs), from timing.rms's per-input figures."""
-    floats = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in xs]
-    sizes = [x.numel() if f else 0 for x, f in zip(xs, floats)]
-    n = sum(sizes)
-    return (sum(r * r * k for r, k in zip(timing.rms(xs, floats), sizes)) / n) ** 0.5 if n else 0.0
-
+_scale = checks.input_scale
 
 
 def _pause() -> None:
     """0.2-0.6 s without a call, a secret: a candidate acting only on calls after a pause (red team 36) acts now."""
     time.sleep(0.2 + secrets.randbelow(400) / 1000)
+
 
 class Session:
     """One candidate under judgement: its worker and the running list of checks."""
@@ -321,19 +312,15 @@ class Session:
             self.given = [e.tol for e in expected], _scale(xs)
         ratio = self.scale_ratio(xs) if FAMILY in name else 0.0
         more: list[Any] = []             # the reference's runs on inputs moved one ulp (`second_look`), made once
-        for k, (c, e) in enumerate(zip(out["tensors"], expected)):
-            e = self.adjusted(name, k, e, ratio)
-            if e.tol is not None and e.tol.undetermined and not name.startswith(OWN_INPUTS):
-                note = (f"{name}: output {k} not judged: the reference in {e.b.dtype} is itself "
-                        f"{e.tol.ref_fro:.3g} off the fp64 oracle (relative Frobenius norm), so the output is not "
-                        "determined at the task's precision there (correctness.UNDETERMINED_FRO)")
-                self.notes.append(note)
-                worst = note
-                continue
-            chk = e.check(c, name, nonfinite_inputs=nonfinite)
-            if not chk.ok and e.tol is not None and not (nonfinite or name.startswith(OWN_INPUTS)) \
-                    and t.oracle.continuous:
-                chk = self.second_look(name, k, c, xs, runs, ratio, nonfinite, more) or chk
+        for k, (c, e0) in enumerate(zip(out["tensors"], expected)):
+            e = self.adjusted(name, k, e0, ratio)
+            off = not (nonfinite or name.startswith(OWN_INPUTS))       # a trial off the workload's own inputs
+            if off and e.tol is not None and e.tol.undetermined:
+                chk = self.partly(name, k, c, e0, runs, ratio, xs, more)
+            else:
+                chk = e.check(c, name, nonfinite_inputs=nonfinite)
+                if not chk.ok and off and e.tol is not None and t.oracle.continuous:
+                    chk = self.second_look(name, k, c, e0, xs, ratio, more) or chk
             if not chk.ok:
                 reason = Reason.NONFINITE if "NaN/Inf" in chk.detail else Reason.MISMATCH
                 self.fail(reason, name, chk.detail + ("" if len(runs.task) == 1 else f" (output {k})"))
@@ -345,25 +332,54 @@ class Session:
         given = self.given[0][k] if self.given is not None and k < len(self.given[0]) else None
         return checks.for_trial(e, name, given, ratio)
 
-    def second_look(self, name: str, k: int, c: Any, xs: list[Any], runs: Runs, ratio: float, nonfinite: bool,
-                    more: list[Any]) -> Check | None:
-        """Output k of a trial off the workload's own inputs, refused on the reference's one run, judged beside
-        SECOND_LOOK runs more of the reference in the task's dtype on its inputs moved one ulp (Oracle.moved_runs):
-        draws of its own error; only where every op of the reference is continuous (oracle.CONTINUOUS_OPS). Where a step amplifies rounding (a solve), one run is one draw of a wide spread (a
-        regrouped scaling before a solve fell outside twice it 2 verifies in 4). None where out of memory."""
+    def partly(self, name: str, k: int, c: Any, e0: Any, runs: Runs, ratio: float, xs: list[Any],
+               more: list[Any]) -> Check:
+        """Output k where the task-dtype reference is UNDETERMINED_FRO off the oracle: its first dim's entries that
+        are so (checks.determined_rows) named and unjudged, the rest judged; no NaN/Inf where the reference has none."""
+        b, g = e0.b, e0.g
+        if type(c) is not torch.Tensor or c.dtype != b.dtype or c.shape != b.shape:
+            return e0.check(c, name)                      # refused on its type or shape
+        fin = checks.nonfinite_beyond(c, b, name)
+        if not fin.ok:
+            return fin
+        keep = checks.determined_rows(g, b)
+        if keep is not None and 2 * int((~keep).sum()) >= keep.numel():
+            keep = None          # most of them: coupled entries (one system's solution), any of them right by chance
+        rows = b.shape[0] if b.dim() else 1
+        self.notes.append(f"{name}: output {k}: {rows if keep is None else int((~keep).sum())} of {rows} entries "
+                          "not judged: the "
+                          f"reference in {b.dtype} is {correctness.UNDETERMINED_FRO:g} or more off the fp64 oracle "
+                          "there (relative Frobenius norm): not determined at the task's precision")
+        if keep is None:
+            return Check(name, True, self.notes[-1])
+        e = self.task.comparator.expect(g[keep], b[keep.to(b.device)], {n: r[k][keep.to(r[k].device)] for n, r in
+                                                                          runs.permitted.items()}, k)
+        chk = self.adjusted(name, k, e, ratio).check(c[keep.to(c.device)], name)
+        if chk.ok or not self.task.oracle.continuous:
+            return chk
+        # the entries may be coupled (one system's solution): how far the reference's own runs spread on them
+        return self.second_look(name, k, c[keep.to(c.device)], e, xs, ratio, more, keep) or chk
+
+    def second_look(self, name: str, k: int, c: Any, e0: Any, xs: list[Any], ratio: float,
+                    more: list[Any], keep: Any = None) -> Check | None:
+        """Output k of a trial off the workload's own inputs, refused, judged again with the reference's own error
+        the worst of SECOND_LOOK more runs, each on its inputs moved one ulp against the oracle on those inputs
+        (Oracle.moved_runs): draws of its rounding error, never of its sensitivity (red team 67: atan2's jump at a
+        moved -0.0 passed a wrong sign of zero), where every op is continuous (oracle.CONTINUOUS_OPS). A solve's
+        one run is one draw of a wide spread (a regrouped scaling fell outside twice it 2 verifies in 4)."""
         t = self.task
         if not more:
             try:
                 more.extend(t.oracle.moved_runs(xs, SECOND_LOOK))
             except torch.OutOfMemoryError:
                 return None
-        permitted = {n: r[k] for n, r in runs.permitted.items()}
-        permitted.update({f"task dtype, inputs one ulp away ({i + 1})": r[k] for i, r in enumerate(more)})
-        e = self.adjusted(name, k, t.comparator.expect(runs.oracle[k], runs.task[k], permitted, k), ratio)
-        chk = e.check(c, name, nonfinite_inputs=nonfinite)
+        stats = [correctness.error_stats(*((r.task[k], r.oracle[k]) if keep is None else (
+            r.task[k][keep.to(r.task[k].device)], r.oracle[k][keep.to(r.oracle[k].device)])), e0.compute) for r in more]
+        tol = correctness.widened(e0.tol, stats, f"task dtype, inputs one ulp away (worst of {SECOND_LOOK})")
+        chk = self.adjusted(name, k, replace(e0, tol=tol), ratio).check(c, name)
         if chk.ok:
             self.notes.append(f"{name}: output {k} within the bound only beside {SECOND_LOOK} more runs of the "
-                              f"reference on its inputs moved one ulp (its own error {e.tol.ref_fro:.3g} at worst, "
+                              f"reference on its inputs moved one ulp (its own error {tol.ref_fro:.3g} at worst, "
                               "relative Frobenius norm): an ill-conditioned trial")
             return chk
         return replace(chk, detail=chk.detail + f" (also beside {SECOND_LOOK} more runs of the reference on its "

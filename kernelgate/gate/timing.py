@@ -244,6 +244,10 @@ class Plans:
         self.rng.shuffle(order)
         return self._tagged([(k, 1.0, self.rng.randrange(1 << 62)) for k in order])
 
+    def again(self, plan: list[tuple[int, float, int]]) -> int:
+        """A new tag for the same steps (the harness alone on a batch's steps)."""
+        return self._tagged(list(plan))[0]
+
     def _tagged(self, plan: list[tuple[int, float, int]]) -> tuple[int, list[tuple[int, float, int]]]:
         n = len(plan)
         tag0 = self.next_tag

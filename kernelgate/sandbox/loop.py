@@ -189,6 +189,31 @@ def _seed_of(seed: int, k: int) -> int:
 
 #: `scalable` of an integer or bool input whose values are drawn again every iteration (`_resample`)
 RESAMPLE = "resample"
+#: the key of a `scalable` mark {MASKED: dtype}: the pool holds the input's bytes (a last dim of its item size) XOR a
+#: keystream of the step's seed (`masked`), so no input of the workload's own draws is readable before its step
+MASKED = "masked"
+
+
+def keystream(n: int, seed: int, device: str) -> torch.Tensor:
+    """`n` bytes (uint8) from `seed` on `device`: `cpu_noise_bytes` on the CPU, the device's generator elsewhere."""
+    if torch.device(device).type == "cpu":
+        return cpu_noise_bytes(n, seed)
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randint(0, 256, (n,), generator=g, device=device, dtype=torch.uint8)
+
+
+def masked(x: torch.Tensor, seed: int, k: int) -> tuple[torch.Tensor, dict]:
+    """Input k of a step with seed `seed` as the pool holds it: its bytes (contiguous, uint8, a last dim of the item
+    size) XOR the keystream, and its mark; `fresh` undoes it with the step's seed, which the worker learns only when
+    the step starts."""
+    b = x.contiguous().unsqueeze(-1).view(torch.uint8)
+    key = keystream(b.numel(), _seed_of(seed, k), str(x.device)).view(b.shape)
+    return b ^ key, {MASKED: str(x.dtype).replace("torch.", "")}
+
+
+def _unmasked(x: torch.Tensor, ok: dict, seed: int, k: int, device: str) -> torch.Tensor:
+    key = keystream(x.numel(), _seed_of(seed, k), device).view(x.shape)
+    return (x ^ key).view(getattr(torch, str(ok[MASKED]))).squeeze(-1)
 
 
 def _randint(low: int, high: int, shape: tuple, k: int, seed: int, g: torch.Generator | None,
@@ -356,6 +381,8 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
         if not isinstance(x, torch.Tensor):
             res.append(x)
             continue
+        if isinstance(ok, dict) and MASKED in ok:      # one of the workload's draws, as it was drawn
+            x, ok = _unmasked(x, ok, seed, k, device), False
         dst = out[k] if out is not None else None
         if dst is None or dst.shape != x.shape or dst.dtype != x.dtype or dst.device != x.device \
                 or dst.stride() != x.stride():     # a layout trial's buffer is not a timed input's

@@ -205,5 +205,6 @@ def test_a_trial_whose_reference_is_itself_off_the_oracle_is_left_unjudged_and_n
     bad = judge_mod.judge(task, workload.Spec.parse(write("unscaled.py", GLS_UNSCALED), "ModelNew"), cfg)
     assert bad.status.value == "rejected" and bad.reason.value == "mismatch", bad.message
     assert bad.message.startswith(("first call", "trial 1 ("))
-    t = correctness.Tolerance(1, 1, 1, 1, 1, correctness.UNDETERMINED_FRO, 2.0 ** -24, False, "task dtype")
-    assert t.undetermined and not correctness.Tolerance(1, 1, 1, 1, 1, 0.01, 2.0 ** -24, False, "").undetermined
+    t = correctness.Tolerance(1, 1, 1, 1, 1, 1, 2.0 ** -24, False, "task dtype", own_fro=correctness.UNDETERMINED_FRO)
+    assert t.undetermined                   # the task-dtype run's own error, not a contract's lower precision's
+    assert not correctness.Tolerance(1, 1, 1, 1, 1, 1, 2.0 ** -24, False, "bf16 (contract)", own_fro=0.01).undetermined

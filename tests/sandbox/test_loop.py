@@ -106,3 +106,27 @@ def test_the_timing_pool_varies_declared_domains_and_copies_integers_the_referen
         domain=((1, Domain(-1.0, 1.0)), (3, Domain(float("-inf"), float("inf"))))))
     pool, scalable = timing_pool(task, 2, torch.Generator().manual_seed(0))
     assert len(pool) == 2 and scalable == [True, [-1.0, 1.0], False, True]
+
+
+def test_a_masked_draw_is_its_bytes_only_with_its_steps_seed():
+    """The workload's own draws reach the worker masked by the seed of the step that calls them (red team 66 read a
+    batch's draws from its own memory before the clock): `fresh` with that seed gives back every bit, layout and
+    dtype (a transposed input comes back contiguous), another seed gives other bytes, and the pool holds no byte
+    run of the input."""
+    from kernelgate.sandbox import loop
+    xs = [torch.randn(16, 33), torch.arange(12).reshape(3, 4), torch.rand(7) > 0.5, torch.randn(5, 6).t(),
+          torch.randn(3, 2, dtype=torch.complex64), torch.tensor(2.5), 7]
+    seed = 0x1234_5678_9ABC
+    sent = [loop.masked(x, seed, k) if isinstance(x, torch.Tensor) else (x, False) for k, x in enumerate(xs)]
+    pool, marks = [s[0] for s in sent], [s[1] for s in sent]
+    got = loop.fresh(pool, 1.0, seed, marks, [0.0] * len(xs), "cpu")
+    for x, y in zip(xs, got):
+        if isinstance(x, torch.Tensor):
+            assert y.dtype == x.dtype and y.shape == x.shape and y.is_contiguous()
+            assert torch.equal(y, x.contiguous())
+        else:
+            assert y == x
+    wrong = loop.fresh(pool, 1.0, seed + 1, marks, [0.0] * len(xs), "cpu")
+    assert not torch.equal(wrong[0], xs[0]) and not torch.equal(wrong[1], xs[1])
+    raw = xs[0].numpy().tobytes()
+    assert raw[:64] not in pool[0].numpy().tobytes()
