@@ -184,8 +184,8 @@ class _RecordOps(TorchDispatchMode):
         ins = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
         if name == "div" and "mode" in func._overloadname:
             self.stepped.add(name)                           # floor or trunc division: not continuous
-        if name not in FACTORING_OPS and any(t.is_floating_point() for t in ins) and any(
-                isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()) for t in tree_leaves(out)):
+        if name not in FACTORING_OPS and any(t.is_floating_point() for t in ins) and any(isinstance(
+                t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()) for t in tree_leaves(out)):
             self.stepped.add(name)                           # floats to integers or bools (a cast, indices)
         k = max([reduction_k(name, args, out)] + [self.k.get(t, 0) for t in ins])
         # a selection (index, gather, take, index_select) keeps the mark of the tensor it selects from, not of its

@@ -119,13 +119,13 @@ def _timed_recheck(task: Task, s: Session, cfg: GateConfig) -> None:
     pool, scalable = timing_pool(task, 1 if task.lean else 2, rng)
     iters = min(cfg.recheck_iters, 3, memory.kept_outputs(task) or 3) if task.lean else cfg.recheck_iters
     s.send_pool(pool, scalable)
-    plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
+    plans = timing.Plans(random.SystemRandom(), len(pool), {})
     # calls for a secret while first (20-100% of soak_ms): a candidate that goes wrong after its N-th call (an
     # autotuner switching kernels, a ring buffer wrapping) was right in every call verify made (red team 31)
     soak = random.Random(secrets.randbits(62)).uniform(0.2, 1.0) * max(cfg.soak_ms, 0.0)
     s.warm_up(plans.new(iters)[1], warmup_ms=soak, warmup_min=1)
     batch = s.time_batch(*plans.new(iters))
-    pick = random.Random(secrets.randbits(62))          # drawn after the batch returned
+    pick = random.SystemRandom()          # drawn after the batch returned
     picks = sorted(pick.sample(range(len(batch.plan)), min(cfg.rechecks, len(batch.plan))))
     s.recheck(batch, picks, pool, scalable)
     s.caller_state("after the warm-up and the timed batch")

@@ -111,8 +111,8 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
     if task.lean:       # gate/memory.py: one pool entry; each worker holds inputs only while it is timed
         tcfg = dataclasses.replace(tcfg, pool=1, iters=min(tcfg.iters, 5))
     pool, scalable = timing_pool(task, tcfg.pool, rng)
-    plans = timing.Plans(random.Random(secrets.randbits(62)), len(pool), {})
-    secret = random.Random(secrets.randbits(62))          # re-check choices: never sent to a worker
+    plans = timing.Plans(random.SystemRandom(), len(pool), {})
+    secret = random.SystemRandom()          # re-check choices: never sent to a worker
     host = next((k for k in BASELINES if k in sessions), next((k for k, s in sessions.items() if s.trusted), None))
     walls: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
     inproc: dict[str, list[float]] = {k: [] for k in [*sessions, HARNESS]}
@@ -292,7 +292,7 @@ def drawn(task: Task, live: dict[str, Session], plans: timing.Plans, lead: int, 
     null: dict[str, list[float]] = {k: [] for k in live}
     if task.lean or not live:
         return got, null
-    rng = random.Random(secrets.randbits(62))
+    rng = random.SystemRandom()
     n = lead + DRAWN_ENTRIES
     for _ in range(DRAWN_BATCHES):
         try:

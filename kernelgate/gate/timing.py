@@ -228,7 +228,9 @@ def less_harness(per_call: list[float], harness_ms: float) -> list[float]:
 
 @dataclass
 class Plans:
-    """Every iteration's (pool index, scale), by tag, so the judge can rebuild any re-checked input."""
+    """Every iteration's (pool index, scale), by tag, so the judge can rebuild any re-checked input. `rng` is the
+    OS's (random.SystemRandom) in the judge: every step's seed reaches the worker, and a Mersenne Twister's state
+    follows from some hundreds of its outputs (every later step's inputs, and a drawn step's mask, with it)."""
 
     rng: random.Random
     pool: int

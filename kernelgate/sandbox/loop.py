@@ -8,6 +8,7 @@ Imports nothing of the gate: this runs in the candidate's process.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, Callable
 
@@ -195,9 +196,15 @@ MASKED = "masked"
 
 
 def keystream(n: int, seed: int, device: str) -> torch.Tensor:
-    """`n` bytes (uint8) from `seed` on `device`: `cpu_noise_bytes` on the CPU, the device's generator elsewhere."""
+    """`n` bytes (uint8) from `seed` on `device`: SHAKE-128 of the seed on the CPU (an extendable-output hash: no
+    run of known bytes gives the seed or the other bytes away, where `cpu_noise_bytes`' invertible mix of a*i + b
+    gives a and b from two known words, and a workload's zeros, pads and high bytes of small integers are known);
+    the device's generator (Philox, keyed by the seed) on a GPU, where hashing gigabytes a step would take seconds."""
     if torch.device(device).type == "cpu":
-        return cpu_noise_bytes(n, seed)
+        if n == 0:
+            return torch.empty(0, dtype=torch.uint8)
+        key = hashlib.shake_128(b"kernelgate draw " + seed.to_bytes(8, "little"))
+        return torch.frombuffer(bytearray(key.digest(n)), dtype=torch.uint8)
     g = torch.Generator(device=device).manual_seed(seed)
     return torch.randint(0, 256, (n,), generator=g, device=device, dtype=torch.uint8)
 

@@ -130,3 +130,15 @@ def test_a_masked_draw_is_its_bytes_only_with_its_steps_seed():
     assert not torch.equal(wrong[0], xs[0]) and not torch.equal(wrong[1], xs[1])
     raw = xs[0].numpy().tobytes()
     assert raw[:64] not in pool[0].numpy().tobytes()
+
+
+def test_the_cpu_keystream_is_an_extendable_output_hash_of_the_seed():
+    """Known bytes of a masked draw (a workload's zeros, pads, high bytes of small integers) must not give the rest
+    away: on the CPU the keystream is SHAKE-128 of the seed, not `cpu_noise_bytes` (whose a*i + b under an
+    invertible mix gives a and b from two known words)."""
+    import hashlib
+    from kernelgate.sandbox import loop
+    want = hashlib.shake_128(b"kernelgate draw " + (12345).to_bytes(8, "little")).digest(100)
+    assert bytes(loop.keystream(100, 12345, "cpu").tolist()) == want
+    assert not torch.equal(loop.keystream(100, 12346, "cpu"), loop.keystream(100, 12345, "cpu"))
+    assert loop.keystream(0, 1, "cpu").numel() == 0
