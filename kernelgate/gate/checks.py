@@ -109,26 +109,6 @@ def input_scale(xs: list[Any]) -> float:
     return (sum(r * r * k for r, k in zip(rms(xs, floats), sizes)) / n) ** 0.5 if n else 0.0
 
 
-def determined_rows(g: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
-    """Per entry of the first dim, whether the task-dtype run `b` is within correctness.UNDETERMINED_FRO of the
-    oracle `g` (relative Frobenius norm of that entry; an entry of exact zeros counts as determined): one nearly
-    singular system of a batch leaves only itself undetermined (red team 67: a whole-tensor figure let one such
-    system excuse NaN in all 64). None for an output without entries to tell apart (0-dim, or one entry)."""
-    if b.dim() == 0 or b.shape[0] < 2:
-        return None
-    d = (_wide(b.to(g.device)) - _wide(g)).reshape(b.shape[0], -1).abs().nan_to_num(0.0, 0.0, 0.0)
-    gn = _wide(g).reshape(b.shape[0], -1).abs().nan_to_num(0.0, 0.0, 0.0).pow(2).sum(1).sqrt()
-    dn = d.pow(2).sum(1).sqrt()
-    return (dn < correctness.UNDETERMINED_FRO * gn) | (gn == 0)
-
-
-def nonfinite_beyond(c: torch.Tensor, b: torch.Tensor, label: str) -> Check:
-    """Never excused: the candidate's output non-finite only where the task-dtype reference's is."""
-    extra = int((~torch.isfinite(c) & torch.isfinite(b.to(c.device))).sum()) if c.is_floating_point() or \
-        c.is_complex() else 0
-    return Check(label, extra == 0, f"{extra} NaN/Inf values where the reference's output is finite" if extra else "")
-
-
 def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)
 

@@ -199,3 +199,4 @@ def get_init_inputs():
     o = Oracle(ref, "cpu", Contract())
     o.probe(ref.inputs(0))
     assert o.rounded == [True, False, False, True]
+

@@ -202,3 +202,16 @@ def test_narrow_outputs_keep_the_mean_and_frobenius_within_a_unit_of_the_referen
     assert mean > tol.mean_abs and fro > tol.fro_rel
     wide = correctness.derive(G, {"task dtype": G.float()}, torch.float32)
     assert wide.fro_rel >= correctness.BETA * 2.0 ** -24          # fp32 outputs keep beta 8
+
+
+def test_the_spread_of_an_ill_conditioned_trial_is_capped_by_the_references_own_run():
+    """correctness.spread: the worst of the reference's runs, SPREAD_FACTOR on it, but never more than SPREAD_CAP
+    times its one run's error (a moved run made far worse conditioned by the move, red team 68's ridge fit, must
+    not open the bound), and the floors kept."""
+    from kernelgate.gate import correctness as c
+    tol = c.Tolerance(2e-3 + 1e-6, 1.5e-4 + 1e-7, 2e-4 + 5e-7, 1e-3, 1e-4, 1e-4, 2.0 ** -24, False, "task dtype", 1e-4)
+    wide = c.spread(tol, [(5e-3, 2e-4, 3e-4), (1.0, 1.0, 1.0)])
+    assert (wide.ref_max, wide.ref_mean, wide.ref_fro) == (c.SPREAD_CAP * 1e-3, c.SPREAD_CAP * 1e-4, c.SPREAD_CAP * 1e-4)
+    assert abs(wide.max_abs - (1e-6 + c.SPREAD_FACTOR * c.SPREAD_CAP * 1e-3)) < 1e-12
+    mild = c.spread(tol, [(3e-3, 2e-4, 3e-4)])
+    assert abs(mild.fro_rel - (5e-7 + c.SPREAD_FACTOR * 3e-4)) < 1e-12 and mild.own_fro == tol.own_fro
