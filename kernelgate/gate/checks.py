@@ -109,10 +109,6 @@ def input_scale(xs: list[Any]) -> float:
     return (sum(r * r * k for r, k in zip(rms(xs, floats), sizes)) / n) ** 0.5 if n else 0.0
 
 
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)
-
-
 def _on(t: torch.Tensor, device: str | None) -> bool:
     """`t` is on `device` ("cuda" names whichever GPU is current)."""
     if device is None:
