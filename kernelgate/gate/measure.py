@@ -328,12 +328,12 @@ def drawn(task: Task, live: dict[str, Session], plans: timing.Plans, lead: int, 
 
 def _masked(entries: list[list[Any]], plan: list) -> tuple[list[list[Any]], list[Any]] | None:
     """The pool as a batch's worker gets it: every tensor of entry j masked by the seed of the step calling it
-    (sandbox/loop.masked); other inputs as they are. None where the generator's dtypes differ from draw to draw (a
+    (sandbox/loop.masked, `masked_tree` for lists, tuples and dicts of tensors); other inputs as they are. None where the generator's dtypes differ from draw to draw (a
     pool's marks are per input)."""
     seed_of = {j: seed for j, _, seed in plan}
     sent, marks = [], None
     for j, xs in enumerate(entries):
-        pairs = [loop.masked(x, seed_of[j], k) if isinstance(x, torch.Tensor) else (x, False)
+        pairs = [loop.masked(x, seed_of[j], k) if isinstance(x, torch.Tensor) else loop.masked_tree(x, seed_of[j], k)
                  for k, x in enumerate(xs)]
         sent.append([p[0] for p in pairs])
         mk = [p[1] for p in pairs]

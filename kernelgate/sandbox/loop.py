@@ -193,6 +193,7 @@ RESAMPLE = "resample"
 #: the key of a `scalable` mark {MASKED: dtype}: the pool holds the input's bytes (a last dim of its item size) XOR a
 #: keystream of the step's seed (`masked`), so no input of the workload's own draws is readable before its step
 MASKED = "masked"
+TREE = "tree"                  # {MASKED: TREE, "dtypes": [...]}: a list, tuple or dict of tensors (`masked_tree`)
 
 
 def keystream(n: int, seed: int, device: str) -> torch.Tensor:
@@ -216,6 +217,44 @@ def masked(x: torch.Tensor, seed: int, k: int) -> tuple[torch.Tensor, dict]:
     b = x.contiguous().unsqueeze(-1).view(torch.uint8)
     key = keystream(b.numel(), _seed_of(seed, k), str(x.device)).view(b.shape)
     return b ^ key, {MASKED: str(x.dtype).replace("torch.", "")}
+
+
+def masked_tree(x: Any, seed: int, k: int) -> tuple[Any, dict | bool]:
+    """Input k when it is a list, tuple or dict holding tensors (at any depth): each tensor masked as `masked`
+    does, with a seed of its own place, the rest as it is; the mark lists the tensors' dtypes in walk order (red
+    team 69: tensors in a list argument reached the worker in plain). False where it holds no tensor."""
+    dtypes: list[str] = []
+
+    def walk(y: Any, sd: int) -> Any:
+        if isinstance(y, torch.Tensor):
+            m, mark = masked(y, sd, 0)
+            dtypes.append(mark[MASKED])
+            return m
+        if isinstance(y, (list, tuple, dict)):
+            keys = list(y) if isinstance(y, dict) else None
+            items = [y[q] for q in keys] if keys is not None else list(y)
+            out = [walk(v, (sd * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF) for j, v in enumerate(items)]
+            return dict(zip(keys, out)) if keys is not None else type(y)(out) if isinstance(y, tuple) else out
+        return y
+
+    out = walk(x, _seed_of(seed, k))
+    return (out, {MASKED: TREE, "dtypes": dtypes}) if dtypes else (x, False)
+
+
+def _unmasked_tree(x: Any, ok: dict, seed: int, device: str, k: int) -> Any:
+    dtypes = iter(ok["dtypes"])
+
+    def walk(y: Any, sd: int) -> Any:
+        if isinstance(y, torch.Tensor):
+            return _unmasked(y, {MASKED: next(dtypes)}, sd, 0, device)
+        if isinstance(y, (list, tuple, dict)):
+            keys = list(y) if isinstance(y, dict) else None
+            items = [y[q] for q in keys] if keys is not None else list(y)
+            out = [walk(v, (sd * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF) for j, v in enumerate(items)]
+            return dict(zip(keys, out)) if keys is not None else type(y)(out) if isinstance(y, tuple) else out
+        return y
+
+    return walk(x, _seed_of(seed, k))
 
 
 def _unmasked(x: torch.Tensor, ok: dict, seed: int, k: int, device: str) -> torch.Tensor:
@@ -370,6 +409,9 @@ def fresh(xs: list[Any], s: float, seed: int, scalable: list[Any], rms_: list[fl
     res = []
     g = torch.Generator(device=device).manual_seed(seed) if torch.device(device).type != "cpu" else None
     for k, (x, ok, r) in enumerate(zip(xs, scalable, rms_)):
+        if isinstance(ok, dict) and ok.get(MASKED) == TREE:     # the workload's own draw, a structure of tensors
+            res.append(_unmasked_tree(x, ok, seed, device, k))
+            continue
         if isinstance(x, (list, tuple, dict)) and ok is True:
             res.append(_fresh_list(x, s, (seed * 31 + k) & 0x7FFFFFFFFFFFFFFF, device))
             continue
