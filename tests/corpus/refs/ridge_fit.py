@@ -15,7 +15,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(64, 4), torch.randn(64) + 1.0]   # targets with a nonzero mean
+    return [torch.randn(256, 4), torch.randn(256) + 1.0]   # targets with a nonzero mean
 
 
 def get_init_inputs():
