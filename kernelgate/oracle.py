@@ -93,7 +93,7 @@ GRID_KEEPING_OPS = (
     "int_repr", "dequantize", "_make_per_tensor_quantized_tensor", "_make_per_channel_quantized_tensor",
     "amax", "amin", "maximum", "minimum")
 #: ops continuous in their float arguments (an allow-list): where a reference has only these, runs on inputs moved
-#: one ulp are more draws of its own error (gate/session.py `second_look`); a rounding, comparison, sign bit, cast to
+#: one ulp are more draws of its own error (gate/session.py `ill`); a rounding, comparison, sign bit, cast to
 #: integers (`_RecordOps.stepped`) moves outputs by whole steps (red team 30's `special_values_wrong` passed beside)
 CONTINUOUS_OPS = frozenset((
     "_to_copy", "to", "copy", "copy_", "clone", "contiguous", "alias", "detach", "lift_fresh", "lift_fresh_copy",
@@ -284,10 +284,7 @@ def one_ulp_fp64(x: Any, device: str, seed: int = 0) -> Any:
     for a in range(0, src.numel(), TO64_CHUNK):
         part = src[a:a + TO64_CHUNK].to(device)
         up = (torch.rand(part.shape, generator=g) < 0.5).to(device)
-        step = _step(part, up)
-        # the largest finite value moves down, never to infinity; infinities and NaN stay
-        finite = torch.isfinite(part)
-        step = torch.where(finite & ~torch.isfinite(step), _step(part, ~up), torch.where(finite, step, part))
+        step = _moved(part, up)
         dst[a:a + TO64_CHUNK].copy_(step)
         del part, up, step
     return out
@@ -300,7 +297,12 @@ def one_ulp(x: Any, device: str, seed: int) -> Any:
         return x.to(device) if isinstance(x, torch.Tensor) else x
     part = x.to(device)
     g = torch.Generator().manual_seed(seed & ((1 << 63) - 1))
-    up = (torch.rand(x.shape, generator=g) < 0.5).to(device)
+    return _moved(part, (torch.rand(x.shape, generator=g) < 0.5).to(device))
+
+
+def _moved(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Each finite element one unit in the last place up (`up`) or down; the largest finite value moves down, never
+    to infinity; infinities and NaN stay."""
     step = _step(part, up)
     finite = torch.isfinite(part)
     return torch.where(finite & ~torch.isfinite(step), _step(part, ~up), torch.where(finite, step, part))
@@ -498,7 +500,7 @@ class Oracle:
     def moved_runs(self, xs: list[Any], n: int) -> list[Runs]:
         """`run` `n` times more, each on the float inputs moved one unit in the last place of their dtype, up or
         down by a secret draw (`one_ulp`): each task-dtype run against its own oracle is one more draw of the
-        reference's own rounding error (gate/session.py `second_look`)."""
+        reference's own rounding error (gate/session.py `ill`)."""
         return [self.run([one_ulp(x, str(x.device), secrets.randbits(62) + k) if isinstance(x, torch.Tensor) else x
                           for k, x in enumerate(xs)]) for _ in range(n)]
 

@@ -73,7 +73,7 @@ def test_trials_run_the_oracle_beside_the_call_except_in_the_lean_plan(write, tm
 
 
 def test_one_ulp_moves_every_float_element_one_unit_and_leaves_the_rest():
-    """The second look's inputs (gate/session.py): each float element one unit in the last place of its dtype up or
+    """The ill-conditioned trial's moved inputs (gate/session.py `ill`): each float element one unit in the last place of its dtype up or
     down, infinities, NaN and integer tensors as they were, the largest finite value never to infinity."""
     from kernelgate.oracle import one_ulp
     big = torch.finfo(torch.float32).max
@@ -103,7 +103,7 @@ def test_one_ulp_moves_every_float_element_one_unit_and_leaves_the_rest():
     ("x.max(-1).values", False),                                 # values beside indices: counted as steps
 ])
 def test_a_reference_is_continuous_only_where_every_op_is(write, body, continuous):
-    """The second look (gate/session.py) moves inputs one ulp: only a reference continuous in its float inputs may
+    """An ill-conditioned trial's runs (gate/session.py `ill`) move inputs one ulp: only a reference continuous in its float inputs may
     have it, an allow-list of ops with steps (casts to integers, floor division) marked apart."""
     from kernelgate import workload
     from kernelgate.gate import task as task_mod

@@ -243,7 +243,7 @@ def _measure(task: Task, sessions: dict[str, Session], cfg: GateConfig, tcfg: Ti
                                           [per_call[a:b] for a, b in zip(cuts, cuts[1:])])
         if dwalls.get(label):
             # the harness on the same masked draws (`drawn`): the host's, a candidate's own where lower
-            hd = timing.harness_cost([dnull.get(host) or []], [dwalls[k] for k in live if live[k].trusted
+            hd = timing.harness_cost([dnull[host]], [dwalls[k] for k in live if live[k].trusted
                                                                and dwalls.get(k)]) if dnull.get(host) else h
             if not live[label].trusted and dnull.get(label):
                 hd = min(hd, timing.harness_cost([dnull[label]], []))

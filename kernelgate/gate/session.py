@@ -70,7 +70,6 @@ class Batch:
 OWN_INPUTS = ("first call", "trial 1 (")
 #: more runs of the reference, on inputs moved one ulp, before an ill-conditioned output is refused (Session.ill)
 SECOND_LOOK = 4
-_scale = checks.input_scale
 
 
 def _pause() -> None:
@@ -308,7 +307,7 @@ class Session:
         nonfinite = correctness.NONFINITE_TRIAL in name
         expected = t.comparator.expected(runs)
         if self.given is None and name.startswith("trial 1 (given"):
-            self.given = [e.tol for e in expected], _scale(xs)
+            self.given = [e.tol for e in expected], checks.input_scale(xs)
         ratio = self.scale_ratio(xs) if FAMILY in name else 0.0
         more: list[Any] = []             # the reference's runs on inputs moved one ulp (`ill`), made once
         for k, (c, e0) in enumerate(zip(out["tensors"], expected)):
@@ -353,7 +352,7 @@ class Session:
 
     def scale_ratio(self, xs: list[Any]) -> float:
         """The scale of a trial's inputs over trial 1's, at most 1 (0 before trial 1 is judged)."""
-        return min(1.0, _scale(xs) / self.given[1]) if self.given is not None and self.given[1] > 0 else 0.0
+        return min(1.0, checks.input_scale(xs) / self.given[1]) if self.given is not None and self.given[1] > 0 else 0.0
 
     def problem(self, p: checks.Problem | None) -> None:
         """Reject on a failed output-metadata check (gate/checks.py)."""

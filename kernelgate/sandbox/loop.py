@@ -225,36 +225,31 @@ def masked_tree(x: Any, seed: int, k: int) -> tuple[Any, dict | bool]:
     team 69: tensors in a list argument reached the worker in plain). False where it holds no tensor."""
     dtypes: list[str] = []
 
-    def walk(y: Any, sd: int) -> Any:
-        if isinstance(y, torch.Tensor):
-            m, mark = masked(y, sd, 0)
-            dtypes.append(mark[MASKED])
-            return m
-        if isinstance(y, (list, tuple, dict)):
-            keys = list(y) if isinstance(y, dict) else None
-            items = [y[q] for q in keys] if keys is not None else list(y)
-            out = [walk(v, (sd * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF) for j, v in enumerate(items)]
-            return dict(zip(keys, out)) if keys is not None else type(y)(out) if isinstance(y, tuple) else out
-        return y
+    def leaf(y: torch.Tensor, sd: int) -> torch.Tensor:
+        m, mark = masked(y, sd, 0)
+        dtypes.append(mark[MASKED])
+        return m
 
-    out = walk(x, _seed_of(seed, k))
+    out = _map_tree(x, _seed_of(seed, k), leaf)
     return (out, {MASKED: TREE, "dtypes": dtypes}) if dtypes else (x, False)
 
 
 def _unmasked_tree(x: Any, ok: dict, seed: int, device: str, k: int) -> Any:
     dtypes = iter(ok["dtypes"])
+    return _map_tree(x, _seed_of(seed, k), lambda y, sd: _unmasked(y, {MASKED: next(dtypes)}, sd, 0, device))
 
-    def walk(y: Any, sd: int) -> Any:
-        if isinstance(y, torch.Tensor):
-            return _unmasked(y, {MASKED: next(dtypes)}, sd, 0, device)
-        if isinstance(y, (list, tuple, dict)):
-            keys = list(y) if isinstance(y, dict) else None
-            items = [y[q] for q in keys] if keys is not None else list(y)
-            out = [walk(v, (sd * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF) for j, v in enumerate(items)]
-            return dict(zip(keys, out)) if keys is not None else type(y)(out) if isinstance(y, tuple) else out
+
+def _map_tree(y: Any, sd: int, leaf: Callable[[torch.Tensor, int], torch.Tensor]) -> Any:
+    """`y` with every tensor in it (lists, tuples, dicts, at any depth) replaced by `leaf(tensor, its place's seed)`,
+    in walk order."""
+    if isinstance(y, torch.Tensor):
+        return leaf(y, sd)
+    if not isinstance(y, (list, tuple, dict)):
         return y
-
-    return walk(x, _seed_of(seed, k))
+    keys = list(y) if isinstance(y, dict) else None
+    items = [y[q] for q in keys] if keys is not None else list(y)
+    out = [_map_tree(v, (sd * 1000003 + j + 1) & 0x7FFFFFFFFFFFFFFF, leaf) for j, v in enumerate(items)]
+    return dict(zip(keys, out)) if keys is not None else type(y)(out) if isinstance(y, tuple) else out
 
 
 def _unmasked(x: torch.Tensor, ok: dict, seed: int, k: int, device: str) -> torch.Tensor:
