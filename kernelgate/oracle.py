@@ -28,6 +28,8 @@ from .errors import KernelgateError
 from .records import Contract, Reason
 from .sandbox.sensors import describe_output, rng_state
 from .languages import kernel_languages
+from .moves import (SEPARABLE_DRAWS, batch_moved, batched, one_ulp, one_ulp_fp64,  # noqa: F401 - callers' names
+                    to_fp64, upcast, widened)
 from .structure import structured
 from .workload import Reference
 
@@ -215,41 +217,6 @@ def shared_outputs(outs: list[Any]) -> list[bool]:
     return [m.get("shares") is not None for m in meta]
 
 
-def widened(t: torch.Tensor) -> torch.Tensor:
-    """A float tensor in fp64, a complex one in complex128 (`Module.to(torch.float64)` casts complex parameters to
-    real, dropping their imaginary parts: the oracle then computed something else, and a real output's bound,
-    derived from the reference's error against it, grew to whatever that error was); others as they are."""
-    return t.to(torch.float64) if t.is_floating_point() else t.to(torch.complex128) if t.is_complex() else t
-
-
-def upcast(xs: list[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
-    if dtype == torch.float64:
-        return [widened(x) if isinstance(x, torch.Tensor) else x for x in xs]
-    return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-
-
-#: elements per chunk when an input is converted to fp64 on its way to the device
-TO64_CHUNK = 1 << 24
-
-
-def to_fp64(x: Any, device: str) -> Any:
-    """`x` on `device`, in fp64 if it is a float tensor, converted a chunk at a time (no full-size fp64 copy
-    where `x` is, no task-dtype copy beside the fp64 one on the device); other values as `.to(device)`."""
-    if not isinstance(x, torch.Tensor):
-        return x
-    if x.is_complex():
-        return x.to(device).to(torch.complex128)
-    if not x.is_floating_point():
-        return x.to(device)
-    if not x.is_contiguous() or x.dtype == torch.float64:
-        return x.to(device).to(torch.float64)
-    out = torch.empty(x.shape, dtype=torch.float64, device=device)
-    src, dst = x.reshape(-1), out.view(-1)
-    for a in range(0, src.numel(), TO64_CHUNK):
-        dst[a:a + TO64_CHUNK].copy_(src[a:a + TO64_CHUNK])
-    return out
-
-
 @dataclass
 class Runs:
     """Outputs of one trial: oracle G (fp64), reference B (task dtype), and permitted variants by name."""
@@ -271,47 +238,6 @@ def own_precision(source: str, device: str) -> bool:
 
 
 ROUNDING = "inputs' rounding (fp64 on inputs one ulp away)"      # a permitted run's name (Oracle.run, `rounding`)
-
-
-def one_ulp_fp64(x: Any, device: str, seed: int = 0) -> Any:
-    """`to_fp64(x, device)` with every element of a float tensor first moved one unit in the last place of its own
-    dtype, up or down by a fixed draw (the judge's, a chunk at a time: no full-size copy beside the fp64 one)."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype == torch.float64 or x.numel() == 0:
-        return to_fp64(x, device)
-    out = torch.empty(x.shape, dtype=torch.float64, device=device)
-    src, dst = x.reshape(-1), out.view(-1)
-    g = torch.Generator().manual_seed(0x5EED + seed)
-    for a in range(0, src.numel(), TO64_CHUNK):
-        part = src[a:a + TO64_CHUNK].to(device)
-        up = (torch.rand(part.shape, generator=g) < 0.5).to(device)
-        step = _moved(part, up)
-        dst[a:a + TO64_CHUNK].copy_(step)
-        del part, up, step
-    return out
-
-
-def one_ulp(x: Any, device: str, seed: int) -> Any:
-    """`x` on `device` with every element of a float tensor moved one unit in the last place of its own dtype, up or
-    down by a draw of `seed` (infinities, NaN and the largest finite values as `one_ulp_fp64` leaves them)."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
-        return x.to(device) if isinstance(x, torch.Tensor) else x
-    part = x.to(device)
-    g = torch.Generator().manual_seed(seed & ((1 << 63) - 1))
-    return _moved(part, (torch.rand(x.shape, generator=g) < 0.5).to(device))
-
-
-def _moved(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """Each finite element one unit in the last place up (`up`) or down; the largest finite value moves down, never
-    to infinity; infinities and NaN stay."""
-    step = _step(part, up)
-    finite = torch.isfinite(part)
-    return torch.where(finite & ~torch.isfinite(step), _step(part, ~up), torch.where(finite, step, part))
-
-
-def _step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """Each element one unit in the last place of its dtype up (`up`) or down."""
-    return torch.where(up, torch.nextafter(part, torch.full_like(part, float("inf"))),
-                       torch.nextafter(part, torch.full_like(part, float("-inf"))))
 
 
 class Pending:
@@ -500,9 +426,65 @@ class Oracle:
     def moved_runs(self, xs: list[Any], n: int) -> list[Runs]:
         """`run` `n` times more, each on the float inputs moved one unit in the last place of their dtype, up or
         down by a secret draw (`one_ulp`): each task-dtype run against its own oracle is one more draw of the
-        reference's own rounding error (gate/session.py `ill`)."""
-        return [self.run([one_ulp(x, str(x.device), secrets.randbits(62) + k) if isinstance(x, torch.Tensor) else x
-                          for k, x in enumerate(xs)]) for _ in range(n)]
+        reference's own rounding error (gate/session.py `ill`). A run the reference raises on (a system singular
+        one ulp away) is left out, and the runs made are returned; where none could be made, the last error
+        (an honest Cholesky solve was refused where one moved LU raised: the refusal stood)."""
+        made: list[Runs] = []
+        with self.buffers_kept():
+            for i in range(n):
+                try:
+                    made.append(self.run([one_ulp(x, str(x.device), secrets.randbits(62) + k)
+                                          if isinstance(x, torch.Tensor) else x for k, x in enumerate(xs)]))
+                except torch.OutOfMemoryError:
+                    raise
+                except Exception:  # noqa: BLE001 - the reference refusing this moved input (singular)
+                    if not made and i == n - 1:
+                        raise
+        return made
+
+    @contextlib.contextmanager
+    def buffers_kept(self):
+        """The models' buffers as they were after the block: runs made to judge (`moved_runs`, `separable`) leave
+        no trace in a reference that updates its state as it runs (a batch norm's running statistics)."""
+        models = [m for m in (self.model, self.model64, *self.low.values()) if m is not None]
+        kept = [[(b, b.detach().clone()) for b in m.buffers()] for m in models]
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for pairs in kept:
+                    for b, v in pairs:
+                        b.copy_(v)
+
+    def separable(self, xs: list[Any], k: int) -> bool:
+        """Whether output `k` of the reference on `xs` is a batch of independent problems along its first
+        dimension B: task-dtype runs on copies of `xs`, then with one secretly drawn element j of every float
+        input whose first dimension is B moved by Gaussian noise of its own scale (a generic element: an affine
+        change made one-hot rows singular), up to SEPARABLE_DRAWS times: output k's element j changed and every
+        other one bit-identical. A coupled solution (one system whose unknowns lie along the first dimension)
+        changes everywhere. False where it cannot be told (no such input, a raising or non-deterministic
+        reference)."""
+        try:
+            with self.buffers_kept():
+                t = self._call(self.model, batch_moved(xs, self.device))[k]
+                n = t.shape[0] if isinstance(t, torch.Tensor) and t.dim() else 0
+                if n < 2 or not any(batched(x, n) for x in xs):
+                    return False
+                for _ in range(SEPARABLE_DRAWS):
+                    j = secrets.randbelow(n)
+                    out = self._call(self.model, batch_moved(xs, self.device, n, j))[k]
+                    if not isinstance(out, torch.Tensor) or out.shape != t.shape or out.dtype != t.dtype:
+                        return False
+                    same = ((out == t) | (out != out) & (t != t)).reshape(n, -1).all(dim=1)
+                    if int(same.sum()) - int(same[j]) != n - 1:
+                        return False             # another problem moved: coupled (or not deterministic)
+                    if not bool(same[j]):
+                        return True
+                return False                     # element j never moved: nothing learned
+        except Exception:  # noqa: BLE001 - the reference refusing the changed element (a singular system)
+            return False
+        finally:
+            self.give_back()
 
     def run_async(self, xs: list[Any], rounding: bool = False) -> Pending:
         """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay

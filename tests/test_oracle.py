@@ -72,27 +72,6 @@ def test_trials_run_the_oracle_beside_the_call_except_in_the_lean_plan(write, tm
     assert not any(t.name == "kernelgate-oracle" for t in threading.enumerate())     # none left running
 
 
-def test_one_ulp_moves_every_float_element_one_unit_and_leaves_the_rest():
-    """The ill-conditioned trial's moved inputs (gate/session.py `ill`): each float element one unit in the last place of its dtype up or
-    down, infinities, NaN and integer tensors as they were, the largest finite value never to infinity."""
-    from kernelgate.oracle import one_ulp
-    big = torch.finfo(torch.float32).max
-    x = torch.tensor([1.0, -3.5, 0.0, float("inf"), float("nan"), big, 1e-30] * 40)
-    y = one_ulp(x, "cpu", 7)
-    up = torch.nextafter(x, torch.full_like(x, float("inf")))
-    down = torch.nextafter(x, torch.full_like(x, float("-inf")))
-    finite = torch.isfinite(x)
-    assert bool(((y == up) | (y == down))[finite].all()) and bool(torch.isfinite(y[finite]).all())
-    assert bool((y[finite] != x[finite]).all())
-    assert bool((y != up)[finite].any()) and bool((y != down)[finite].any())       # both ways
-    assert torch.equal(y[torch.isinf(x)], x[torch.isinf(x)]) and bool(torch.isnan(y[torch.isnan(x)]).all())
-    ids = torch.arange(5)
-    assert one_ulp(ids, "cpu", 7) is not None and torch.equal(one_ulp(ids, "cpu", 7), ids)
-    assert torch.equal(one_ulp(x, "cpu", 7)[finite], y[finite])           # the draw is the seed's
-    h = torch.randn(64).half()
-    assert bool(((one_ulp(h, "cpu", 1) - h).abs() > 0).all()) and one_ulp(h, "cpu", 1).dtype == torch.float16
-
-
 @pytest.mark.parametrize("body,continuous", [
     ("torch.linalg.solve(x @ x.T + 4 * torch.eye(x.shape[0]), x).relu().sum(-1)", True),
     ("torch.softmax(x * 2, -1) + torch.nn.functional.gelu(x)", True),
@@ -113,3 +92,34 @@ def test_a_reference_is_continuous_only_where_every_op_is(write, body, continuou
            "def get_init_inputs():\n    return []\n")
     task = task_mod.prepare(workload.Spec.parse(write("ref.py", src), "Model"), "cpu", Contract())
     assert task.oracle.continuous is continuous, (sorted(task.oracle.ops), task.oracle.stepped)
+
+
+SEPARABLE = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n" \
+    "        super().__init__()\n        self.bn = nn.BatchNorm1d(8)\n    def forward(self, M, b):\n" \
+    "        return {body}\ndef get_inputs():\n    return [torch.randn(16, 8, 12), torch.randn(16, 8)]\n" \
+    "def get_init_inputs():\n    return []\n"
+
+
+@pytest.mark.parametrize("body,separable", [
+    ("torch.linalg.solve(M @ M.transpose(-1, -2) + 1e-3 * torch.eye(8), b)", True),      # a batch of systems
+    ("torch.softmax(M.sum(-1) * b, -1)", True),
+    ("b - b.mean(0)", False),                                     # every element moves with one
+    ("torch.linalg.solve(M.sum(0) @ M.sum(0).T + torch.eye(8), b.T).T", False),   # one system, its rhs batched
+    ("self.bn.train()(b)", False),                                # training batch norm: statistics over the batch
+    ("torch.cumsum(b, 0)", False),                                # elements after j move
+    ("M.sum(0)", False),                                          # the first dimension is not the batch's
+])
+def test_separable_tells_a_batch_of_independent_problems_from_a_coupled_one(write, body, separable):
+    """gate/session.py `each_problem`: an ill-conditioned batch is judged problem by problem only where moving one
+    problem's inputs moves that problem's output alone; the runs leave no trace in the reference's state."""
+    from kernelgate import workload
+    from kernelgate.gate import task as task_mod
+    from kernelgate.records import Contract
+    task = task_mod.prepare(workload.Spec.parse(write("ref.py", SEPARABLE.format(body=body)), "Model"), "cpu",
+                            Contract())
+    o = task.oracle
+    xs = [torch.randn(16, 8, 12), torch.randn(16, 8)]
+    before = [b.clone() for b in o.model.buffers()]
+    assert o.separable(xs, 0) is separable
+    o.moved_runs(xs, 2)
+    assert all(torch.equal(a, b) for a, b in zip(before, o.model.buffers()))     # running statistics kept

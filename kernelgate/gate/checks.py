@@ -75,6 +75,15 @@ class Expected:
         return correctness.compare(c, self.g, b, self.tol, label, self.compute)
 
 
+def hides_a_problem(tol: correctness.Tolerance | None, c: Any) -> bool:
+    """Whether an output's bound is loose enough that one of its first dimension's n problems, of the norm of
+    the average one, could be off by correctness.UNDETERMINED of itself or more within it (relative Frobenius
+    bound times sqrt(n)): only then is a batch judged problem by problem (gate/session.py `each_problem`; a
+    float32 GEMM's rows, each a few units off, never are)."""
+    return tol is not None and isinstance(c, torch.Tensor) and c.dim() > 0 and c.shape[0] > 1 \
+        and tol.fro_rel * math.sqrt(c.shape[0]) >= correctness.UNDETERMINED
+
+
 #: the float bounds in a layout trial, the far-off parameters trial and an input family's, times the normal ones
 LAYOUT_SLACK = 2.0
 
@@ -157,6 +166,34 @@ class Comparator:
         reduce_k = self.reduce_ks[k] if k < len(self.reduce_ks) else 0     # 0: not recorded (no widening)
         return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k, compute=self.compute),
                         compute=self.compute)
+
+    def each_problem(self, c: torch.Tensor, runs: Any, more: list[Any], k: int, label: str) -> Check:
+        """Output `k` of a batch of independent problems (Oracle.separable), judged problem by problem along its
+        first dimension on the spread of the reference's runs on that problem alone (`runs` and the `more` runs
+        on inputs moved one ulp: correctness.spread). One system's error excuses no other's (red team 67: the
+        one nearly singular system of 64 set the whole output's bound, and the healthy 63 were wiped). A problem
+        the reference's runs solve no closer than correctness.UNDETERMINED stays judged by the whole output's
+        bound alone: its values are not determined at the task's precision (an honest Cholesky solve erred 0.68
+        of a nearly singular system's solution, where LU's runs erred at most 0.16)."""
+        g, b = runs.oracle[k], runs.task[k]
+        if not isinstance(c, torch.Tensor) or c.shape != b.shape:
+            return Check(label, False, f"output is not {list(b.shape)}")
+        bad: list[Check] = []
+        for i in range(b.shape[0]):
+            e = self.expect(g[i], b[i], {n: r[k][i] for n, r in runs.permitted.items()}, k)
+            if e.tol is None or e.tol.exact:
+                continue
+            tol = correctness.spread(e.tol, [correctness.error_stats(r.task[k][i], r.oracle[k][i], e.compute)
+                                             for r in more])
+            if tol.ref_fro >= correctness.UNDETERMINED:
+                continue                # not determined at the task's precision: left to the whole output's bound
+            chk = replace(e, tol=tol).check(c[i], label)
+            if not chk.ok:
+                bad.append(replace(chk, detail=f"problem {i}: {chk.detail}"))
+        if bad:
+            return replace(bad[0], detail=f"{len(bad)} of the batch's {b.shape[0]} problems (along the first "
+                                          f"dimension) outside their own spread; {bad[0].detail}")
+        return Check(label, True, f"each well-conditioned problem of the batch's {b.shape[0]} within its own spread")
 
     def expected(self, runs: Any) -> list[Expected]:
         """Every output of one run of the oracle (oracle.Runs)."""

@@ -47,12 +47,19 @@ ACC_U = 2.0 ** -24                       # the accumulator's roundoff at most (f
 #: a trial's output is ill-conditioned where the task-dtype reference itself errs this many unit roundoffs of the
 #: output (relative Frobenius norm): an honest rounding order then lands anywhere in a spread of which the one run
 #: is one draw (a linear solve; an exact copy of a float32 solve erred 1.89 against 0.57 allowed in CI, 5.4e-6
-#: against 4.6e-6 on a milder trial), and a refused candidate is judged again on the spread (`spread`)
-ILL_UNITS = 16.0
+#: against 4.6e-6 on a milder trial; a Cholesky solve of a batch the reference erred about 12 units on, 5.64e-6
+#: against 5.48e-6), and a refused candidate is judged again on the spread (`spread`)
+ILL_UNITS = 4.0
 #: on the spread: the factor on the worst of the reference's runs, and that worst capped at SPREAD_CAP times its
 #: one run's (moving exactly structured inputs one ulp, two equal columns made unequal, can make a moved run far
 #: worse conditioned than the trial: red team 68's ridge fit)
 SPREAD_FACTOR, SPREAD_CAP = 4.0, 64.0
+#: an output (or a batch's problem) the reference's runs solve no closer than UNDETERMINED (relative Frobenius norm,
+#: the worst of its runs, capped) is not determined at the task's precision, and honest algorithms land anywhere
+#: near it: an exact copy of a float32 solve of a nearly singular system erred 9x the worst max error of the
+#: reference's 5 runs, a Cholesky solve 4.5x LU's. Its bound takes UNDETERMINED_FACTOR on the worst run in place
+#: of SPREAD_FACTOR: NaN/Inf positions and magnitudes are still judged (1e30 fails), values hardly
+UNDETERMINED, UNDETERMINED_FACTOR = 2.0 ** -4, 64.0
 
 
 def order_term(u: float, reduce_k: int | None) -> float:
@@ -259,13 +266,16 @@ def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtyp
 def spread(tol: Tolerance, stats: list[tuple[float, float, float]]) -> Tolerance:
     """`tol` with the reference's own error taken as the worst of its run's and `stats` (max, mean and relative
     Frobenius errors of more runs of the reference, each against the oracle on its own inputs), each capped at
-    SPREAD_CAP times the run's, and SPREAD_FACTOR on it in place of the usual factors; the floors unchanged."""
+    SPREAD_CAP times the run's, and SPREAD_FACTOR on it in place of the usual factors (UNDETERMINED_FACTOR where
+    the worst relative error is UNDETERMINED or more); the floors unchanged."""
     worst = [min(max([ref] + [s[i] for s in stats]), SPREAD_CAP * ref)
              for i, ref in enumerate((tol.ref_max, tol.ref_mean, tol.ref_fro))]
-    return Tolerance(tol.max_abs + SPREAD_FACTOR * worst[0] - MAX_FACTOR * tol.ref_max,
-                     tol.mean_abs + SPREAD_FACTOR * worst[1] - MEAN_FACTOR * tol.ref_mean,
-                     tol.fro_rel + SPREAD_FACTOR * worst[2] - MAX_FACTOR * tol.ref_fro, worst[0], worst[1], worst[2],
-                     tol.u, tol.exact, "task dtype over runs on inputs moved one ulp", tol.own_fro)
+    f = UNDETERMINED_FACTOR if worst[2] >= UNDETERMINED else SPREAD_FACTOR
+    return Tolerance(tol.max_abs + f * worst[0] - MAX_FACTOR * tol.ref_max,
+                     tol.mean_abs + f * worst[1] - MEAN_FACTOR * tol.ref_mean,
+                     tol.fro_rel + f * worst[2] - MAX_FACTOR * tol.ref_fro, worst[0], worst[1], worst[2],
+                     tol.u, tol.exact, "task dtype over runs on inputs moved one ulp" +
+                     (" (undetermined at the task's precision)" if f == UNDETERMINED_FACTOR else ""), tol.own_fro)
 
 
 def compare(c: torch.Tensor, g: torch.Tensor, b: torch.Tensor, tol: Tolerance, label: str,

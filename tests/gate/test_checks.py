@@ -200,3 +200,36 @@ def get_init_inputs():
     o.probe(ref.inputs(0))
     assert o.rounded == [True, False, False, True]
 
+
+
+def test_each_problem_of_a_batch_is_judged_on_its_own_spread():
+    """gate/session.py `each_problem`: problem 0 of the batch is nearly singular (the reference's runs err 2-2.5x
+    its solution: undetermined, left to the whole output's bound), problem 1 ill-conditioned (its runs err 1e-3),
+    the other two exact to float32. Zeros in a healthy problem are refused though the whole output's bound lets
+    them through; problem 1 within 4x its worst run passes and 10x fails; anything goes in problem 0."""
+    torch.manual_seed(0)
+    g = torch.randn(4, 8, dtype=torch.float64)
+
+    def run(s0, s1):
+        t = g.float()
+        t[0] = (g[0] * (1 + s0)).float()
+        t[1] = (g[1] * (1 + s1)).float()
+        return Runs([g], [t], {"task dtype": [t]})
+    runs = run(2.0, 1e-3)
+    more = [run(*s) for s in ((2.5, -1e-3), (2.2, 1.2e-3), (2.4, 0.8e-3), (2.1, -1.1e-3))]
+    cmp = checks.Comparator()
+    b = runs.task[0]
+    assert cmp.each_problem(b.clone(), runs, more, 0, "trial").ok
+    wild = b.clone()
+    wild[0] = (g[0] * -50).float()                               # the undetermined problem: not judged here
+    wild[1] = (g[1] * (1 + 4e-3)).float()                        # within 4x the worst run's 1.2e-3
+    assert cmp.each_problem(wild, runs, more, 0, "trial").ok
+    wild[1] = (g[1] * (1 + 1.2e-2)).float()
+    chk = cmp.each_problem(wild, runs, more, 0, "trial")
+    assert not chk.ok and "1 of the batch's 4 problems" in chk.detail and "problem 1" in chk.detail
+    wiped = b.clone()
+    wiped[2] = 0.0
+    chk = cmp.each_problem(wiped, runs, more, 0, "trial")
+    assert not chk.ok and "1 of the batch's 4 problems" in chk.detail and "problem 2" in chk.detail
+    whole = cmp.expect(g, b, {"task dtype": b}).check(wiped, "trial")
+    assert whole.ok                                               # the whole output's bound lets it through

@@ -1,3 +1,4 @@
+import dataclasses
 import pytest
 import math
 
@@ -215,3 +216,6 @@ def test_the_spread_of_an_ill_conditioned_trial_is_capped_by_the_references_own_
     assert abs(wide.max_abs - (1e-6 + c.SPREAD_FACTOR * c.SPREAD_CAP * 1e-3)) < 1e-12
     mild = c.spread(tol, [(3e-3, 2e-4, 3e-4)])
     assert abs(mild.fro_rel - (5e-7 + c.SPREAD_FACTOR * 3e-4)) < 1e-12 and mild.own_fro == tol.own_fro
+    lost = c.spread(dataclasses.replace(tol, ref_fro=0.1), [(3e-3, 2e-4, 0.5)])   # its runs err 1/16 or more
+    assert lost.ref_fro == 0.5 and abs(lost.fro_rel - (5e-7 - 2 * 0.1 + 2e-4 + c.UNDETERMINED_FACTOR * 0.5)) < 1e-9
+    assert "undetermined" in lost.source and "undetermined" not in mild.source

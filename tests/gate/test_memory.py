@@ -149,6 +149,7 @@ def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results
     plain path."""
     import torch
 
+    from kernelgate import moves
     from kernelgate import oracle as oracle_mod
     from kernelgate.records import Contract
     from kernelgate.workload import Spec, load_reference
@@ -157,7 +158,7 @@ def test_oracle_away_from_home_makes_fp64_inputs_in_chunks_with_the_same_results
     xs = ref.inputs(3)
     o.probe(xs)
     plain = o.run(xs)
-    monkeypatch.setattr(oracle_mod, "TO64_CHUNK", 1000)         # 8192 elements: nine chunks
+    monkeypatch.setattr(moves, "TO64_CHUNK", 1000)         # 8192 elements: nine chunks
     made = []
     real = oracle_mod.to_fp64
     monkeypatch.setattr(oracle_mod, "to_fp64", lambda x, d: made.append(x) or real(x, d))
