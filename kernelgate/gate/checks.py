@@ -75,6 +75,10 @@ class Expected:
         return correctness.compare(c, self.g, b, self.tol, label, self.compute)
 
 
+#: at most this many problems of a batch are judged one by one (Comparator.each_problem); past it, runs of them
+EACH_MAX = 4096
+
+
 def hides_a_problem(tol: correctness.Tolerance | None, c: Any) -> bool:
     """Whether an output's bound is loose enough that one of its first dimension's n problems, of the norm of
     the average one, could be off by correctness.UNDETERMINED of itself or more within it (relative Frobenius
@@ -174,26 +178,32 @@ class Comparator:
         one nearly singular system of 64 set the whole output's bound, and the healthy 63 were wiped). A problem
         the reference's runs solve no closer than correctness.UNDETERMINED stays judged by the whole output's
         bound alone: its values are not determined at the task's precision (an honest Cholesky solve erred 0.68
-        of a nearly singular system's solution, where LU's runs erred at most 0.16)."""
+        of a nearly singular system's solution, where LU's runs erred at most 0.16). Past EACH_MAX problems, runs
+        of neighbouring problems are judged together (0.24 ms a problem on the CPU)."""
         g, b = runs.oracle[k], runs.task[k]
         if not isinstance(c, torch.Tensor) or c.shape != b.shape:
             return Check(label, False, f"output is not {list(b.shape)}")
+        n = b.shape[0]
+        step = -(-n // EACH_MAX)                 # a very large batch: runs of neighbouring problems judged together
         bad: list[Check] = []
-        for i in range(b.shape[0]):
-            e = self.expect(g[i], b[i], {n: r[k][i] for n, r in runs.permitted.items()}, k)
+        for i in range(0, n, step):
+            p = slice(i, i + step)
+            e = self.expect(g[p], b[p], {name: r[k][p] for name, r in runs.permitted.items()}, k)
             if e.tol is None or e.tol.exact:
                 continue
-            tol = correctness.spread(e.tol, [correctness.error_stats(r.task[k][i], r.oracle[k][i], e.compute)
+            tol = correctness.spread(e.tol, [correctness.error_stats(r.task[k][p], r.oracle[k][p], e.compute)
                                              for r in more])
             if tol.ref_fro >= correctness.UNDETERMINED:
                 continue                # not determined at the task's precision: left to the whole output's bound
-            chk = replace(e, tol=tol).check(c[i], label)
+            chk = replace(e, tol=tol).check(c[p], label)
             if not chk.ok:
-                bad.append(replace(chk, detail=f"problem {i}: {chk.detail}"))
+                which = f"problem {i}" if step == 1 else f"problems {i}-{min(i + step, n) - 1}"
+                bad.append(replace(chk, detail=f"{which}: {chk.detail}"))
         if bad:
-            return replace(bad[0], detail=f"{len(bad)} of the batch's {b.shape[0]} problems (along the first "
-                                          f"dimension) outside their own spread; {bad[0].detail}")
-        return Check(label, True, f"each well-conditioned problem of the batch's {b.shape[0]} within its own spread")
+            return replace(bad[0], detail=f"{len(bad)} of the batch's {n} problems (along the first dimension"
+                                          f"{'' if step == 1 else f', in runs of {step}'}) outside their own "
+                                          f"spread; {bad[0].detail}")
+        return Check(label, True, f"each well-conditioned problem of the batch's {n} within its own spread")
 
     def expected(self, runs: Any) -> list[Expected]:
         """Every output of one run of the oracle (oracle.Runs)."""

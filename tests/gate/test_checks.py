@@ -233,3 +233,19 @@ def test_each_problem_of_a_batch_is_judged_on_its_own_spread():
     assert not chk.ok and "1 of the batch's 4 problems" in chk.detail and "problem 2" in chk.detail
     whole = cmp.expect(g, b, {"task dtype": b}).check(wiped, "trial")
     assert whole.ok                                               # the whole output's bound lets it through
+
+
+def test_a_very_large_batch_is_judged_in_runs_of_neighbouring_problems(monkeypatch):
+    """Comparator.each_problem past EACH_MAX problems: runs of neighbours share a bound (the cost stays bounded),
+    and a wiped problem still fails its run's."""
+    monkeypatch.setattr(checks, "EACH_MAX", 3)
+    g = torch.randn(8, 5, dtype=torch.float64)
+    t = g.float()
+    runs = Runs([g], [t], {"task dtype": [t]})
+    more = [Runs([g], [t], {"task dtype": [t]})]
+    cmp = checks.Comparator()
+    assert cmp.each_problem(t.clone(), runs, more, 0, "trial").ok
+    wiped = t.clone()
+    wiped[4] = 0.0
+    chk = cmp.each_problem(wiped, runs, more, 0, "trial")
+    assert not chk.ok and "in runs of 3" in chk.detail and "problems 3-5" in chk.detail
