@@ -3,6 +3,7 @@ of the reference's own rounding error: gate/session.py `ill`), one element of a 
 problems are independent: oracle.Oracle.separable)."""
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Any
 
@@ -85,26 +86,44 @@ def _step(part: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
                        torch.nextafter(part, torch.full_like(part, float("-inf"))))
 
 
-def batched(x: Any, n: int) -> bool:
-    """A float input whose first dimension is `n` (one element per problem of a batch: Oracle.separable)."""
-    return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and x.dim() > 0 \
-        and x.shape[0] == n
+def batch_axis(x: Any, n: int) -> int | None:
+    """The first dimension of length `n` of a float input (one element per problem of a batch: Oracle.separable),
+    None where it has none."""
+    if not (isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())):
+        return None
+    return next((d for d, size in enumerate(x.shape) if size == n), None)
 
 
 def batch_moved(xs: list[Any], device: str, n: int = 0, j: int = 0) -> list[Any]:
-    """Copies of `xs` on `device`; with `n`, element j of every input batched over n (`batched`) moved by
-    Gaussian noise of its own scale, drawn in secret."""
+    """Copies of `xs` on `device`; with `n`, element j along every float input's first dimension of length n
+    (`batch_axis`) moved by Gaussian noise of its own scale, drawn in secret."""
     out = []
     for x in xs:
         if isinstance(x, torch.Tensor):
             x = x.to(device, copy=True)
-            if n and batched(x, n):
+            d = batch_axis(x, n) if n else None
+            if d is not None:
+                part = x.select(d, j)
                 g = torch.Generator().manual_seed(secrets.randbits(62))
-                noise = torch.randn(x[j].shape, generator=g, dtype=torch.float64)
-                scale = float(x[j].abs().nan_to_num(0.0, 0.0, 0.0).max()) + 1
-                x[j] += (noise * scale).to(x.device, x.dtype)
+                noise = torch.randn(part.shape, generator=g, dtype=torch.float64)
+                scale = float(part.abs().nan_to_num(0.0, 0.0, 0.0).max()) + 1
+                part += (noise * scale).to(x.device, x.dtype)
         out.append(x)
     return out
+
+
+def problems(shape: tuple[int, ...], xs: list[Any]) -> list[tuple[int, Any]]:
+    """The ways an output of `shape` could be a batch of n independent problems, each as (n, view), where view
+    takes a tensor of that shape to one of n rows (problem by problem): along any of its dimensions, or as n
+    blocks of its flattened elements where an input has a dimension of length n (a batch's solutions returned
+    flattened). Oracle.separable tells which, if any, the reference's output is."""
+    ways: list[tuple[int, Any]] = [(n, (lambda d: lambda t: t.movedim(d, 0))(d)) for d, n in enumerate(shape) if n > 1]
+    numel = math.prod(shape)
+    sizes = {size for x in xs if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+             for size in x.shape}
+    ways += [(n, (lambda n: lambda t: t.reshape(n, -1))(n)) for n in sorted(sizes)
+             if 1 < n < numel and numel % n == 0 and n not in shape]
+    return ways
 
 
 #: draws of the element changed by `Oracle.separable` before it gives up on an output its change never moves

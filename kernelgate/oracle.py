@@ -28,8 +28,8 @@ from .errors import KernelgateError
 from .records import Contract, Reason
 from .sandbox.sensors import describe_output, rng_state
 from .languages import kernel_languages
-from .moves import (SEPARABLE_DRAWS, batch_moved, batched, one_ulp, one_ulp_fp64,  # noqa: F401 - callers' names
-                    to_fp64, upcast, widened)
+from .moves import (SEPARABLE_DRAWS, batch_axis, batch_moved, one_ulp, one_ulp_fp64,  # noqa: F401 - callers' names
+                    problems, to_fp64, upcast, widened)
 from .structure import structured
 from .workload import Reference
 
@@ -456,35 +456,44 @@ class Oracle:
                     for b, v in pairs:
                         b.copy_(v)
 
-    def separable(self, xs: list[Any], k: int) -> bool:
-        """Whether output `k` of the reference on `xs` is a batch of independent problems along its first
-        dimension B: task-dtype runs on copies of `xs`, then with one secretly drawn element j of every float
-        input whose first dimension is B moved by Gaussian noise of its own scale (a generic element: an affine
-        change made one-hot rows singular), up to SEPARABLE_DRAWS times: output k's element j changed and every
-        other one bit-identical. A coupled solution (one system whose unknowns lie along the first dimension)
-        changes everywhere. False where it cannot be told (no such input, a raising or non-deterministic
-        reference)."""
+    def separable(self, xs: list[Any], k: int) -> Any:
+        """How output `k` of the reference on `xs` is a batch of independent problems, as a view taking a tensor of
+        its shape to one row per problem (moves.problems: along a dimension, or blocks of its flattened elements),
+        or None. For each way, with n problems: task-dtype runs on copies of `xs`, then with one secretly drawn
+        element j along every float input's dimension of length n moved by Gaussian noise of its own scale (a
+        generic element: an affine change made one-hot rows singular), up to SEPARABLE_DRAWS times: problem j of
+        the output changed and every other one bit-identical. A coupled solution (one system whose unknowns lie
+        along the dimension) changes everywhere. None where it cannot be told (no such input, a raising or
+        non-deterministic reference). Red team 70: solutions returned transposed, flattened, or from inputs
+        batched along another dimension than the first."""
         try:
             with self.buffers_kept():
                 t = self._call(self.model, batch_moved(xs, self.device))[k]
-                n = t.shape[0] if isinstance(t, torch.Tensor) and t.dim() else 0
-                if n < 2 or not any(batched(x, n) for x in xs):
-                    return False
-                for _ in range(SEPARABLE_DRAWS):
-                    j = secrets.randbelow(n)
-                    out = self._call(self.model, batch_moved(xs, self.device, n, j))[k]
-                    if not isinstance(out, torch.Tensor) or out.shape != t.shape or out.dtype != t.dtype:
-                        return False
-                    same = ((out == t) | (out != out) & (t != t)).reshape(n, -1).all(dim=1)
-                    if int(same.sum()) - int(same[j]) != n - 1:
-                        return False             # another problem moved: coupled (or not deterministic)
-                    if not bool(same[j]):
-                        return True
-                return False                     # element j never moved: nothing learned
+                if not isinstance(t, torch.Tensor) or not t.dim():
+                    return None
+                for n, view in problems(tuple(t.shape), xs):
+                    if any(batch_axis(x, n) is not None for x in xs) and self._apart(xs, k, view(t), n, view):
+                        return view
+                return None
         except Exception:  # noqa: BLE001 - the reference refusing the changed element (a singular system)
-            return False
+            return None
         finally:
             self.give_back()
+
+    def _apart(self, xs: list[Any], k: int, t: torch.Tensor, n: int, view: Any) -> bool:
+        """`separable` for one way: `t` the unmoved run's output k, one row per problem."""
+        for _ in range(SEPARABLE_DRAWS):
+            j = secrets.randbelow(n)
+            out = self._call(self.model, batch_moved(xs, self.device, n, j))[k]
+            if not isinstance(out, torch.Tensor) or out.dtype != t.dtype or out.numel() != t.numel():
+                return False
+            out = view(out)
+            same = ((out == t) | (out != out) & (t != t)).reshape(n, -1).all(dim=1)
+            if int(same.sum()) - int(same[j]) != n - 1:
+                return False                     # another problem moved: coupled (or not deterministic)
+            if not bool(same[j]):
+                return True
+        return False                             # problem j never moved: nothing learned
 
     def run_async(self, xs: list[Any], rounding: bool = False) -> Pending:
         """`run(xs)` in a thread of the judge (the trials run it while the candidate's call is out): `xs` must stay

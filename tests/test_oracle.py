@@ -100,18 +100,21 @@ SEPARABLE = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    d
     "def get_init_inputs():\n    return []\n"
 
 
-@pytest.mark.parametrize("body,separable", [
-    ("torch.linalg.solve(M @ M.transpose(-1, -2) + 1e-3 * torch.eye(8), b)", True),      # a batch of systems
-    ("torch.softmax(M.sum(-1) * b, -1)", True),
-    ("b - b.mean(0)", False),                                     # every element moves with one
-    ("torch.linalg.solve(M.sum(0) @ M.sum(0).T + torch.eye(8), b.T).T", False),   # one system, its rhs batched
-    ("self.bn.train()(b)", False),                                # training batch norm: statistics over the batch
-    ("torch.cumsum(b, 0)", False),                                # elements after j move
-    ("M.sum(0)", False),                                          # the first dimension is not the batch's
+@pytest.mark.parametrize("body,n", [
+    ("torch.linalg.solve(M @ M.transpose(-1, -2) + 1e-3 * torch.eye(8), b)", 16),       # a batch of systems
+    ("torch.linalg.solve(M @ M.transpose(-1, -2) + 1e-3 * torch.eye(8), b).T", 16),     # returned transposed
+    ("torch.linalg.solve(M @ M.transpose(-1, -2) + 1e-3 * torch.eye(8), b).reshape(-1)", 16),   # flattened
+    ("torch.softmax(M.sum(-1) * b, -1)", 16),
+    ("b - b.mean(0)", 8),                                         # the rows move together, the columns apart
+    ("self.bn.train()(b)", 8),                                    # training batch norm: each feature on its own
+    ("torch.cumsum(b, 0)", 8),
+    ("torch.linalg.solve(M.sum(0) @ M.sum(0).T + torch.eye(8), b.T).T", None),   # one system, its rhs batched
+    ("b @ b.T", None),
 ])
-def test_separable_tells_a_batch_of_independent_problems_from_a_coupled_one(write, body, separable):
+def test_separable_finds_how_an_output_is_a_batch_of_independent_problems(write, body, n):
     """gate/session.py `each_problem`: an ill-conditioned batch is judged problem by problem only where moving one
-    problem's inputs moves that problem's output alone; the runs leave no trace in the reference's state."""
+    problem's inputs moves that problem's output alone, along a dimension or in flattened blocks (red team 70);
+    the runs leave no trace in the reference's state."""
     from kernelgate import workload
     from kernelgate.gate import task as task_mod
     from kernelgate.records import Contract
@@ -119,7 +122,9 @@ def test_separable_tells_a_batch_of_independent_problems_from_a_coupled_one(writ
                             Contract())
     o = task.oracle
     xs = [torch.randn(16, 8, 12), torch.randn(16, 8)]
+    out = o.run(xs).task[0]
     before = [b.clone() for b in o.model.buffers()]
-    assert o.separable(xs, 0) is separable
+    view = o.separable(xs, 0)
     o.moved_runs(xs, 2)
     assert all(torch.equal(a, b) for a, b in zip(before, o.model.buffers()))     # running statistics kept
+    assert (view is None) if n is None else view(out).shape[0] == n

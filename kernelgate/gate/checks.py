@@ -80,12 +80,12 @@ EACH_MAX = 4096
 
 
 def hides_a_problem(tol: correctness.Tolerance | None, c: Any) -> bool:
-    """Whether an output's bound is loose enough that one of its first dimension's n problems, of the norm of
-    the average one, could be off by correctness.UNDETERMINED of itself or more within it (relative Frobenius
-    bound times sqrt(n)): only then is a batch judged problem by problem (gate/session.py `each_problem`; a
-    float32 GEMM's rows, each a few units off, never are)."""
-    return tol is not None and isinstance(c, torch.Tensor) and c.dim() > 0 and c.shape[0] > 1 \
-        and tol.fro_rel * math.sqrt(c.shape[0]) >= correctness.UNDETERMINED
+    """Whether an output's bound is loose enough that one of its problems, however it is cut into problems (at
+    most one per element), could be off by correctness.UNDETERMINED of itself or more within it (relative
+    Frobenius bound times the square root of its element count): only then is a batch judged problem by problem
+    (gate/session.py `each_problem`; a float32 GEMM's 4096 x 4096 output, a few units off, never is)."""
+    return tol is not None and isinstance(c, torch.Tensor) and c.numel() > 1 \
+        and tol.fro_rel * math.sqrt(c.numel()) >= correctness.UNDETERMINED
 
 
 #: the float bounds in a layout trial, the far-off parameters trial and an input family's, times the normal ones
@@ -171,28 +171,31 @@ class Comparator:
         return Expected(g, b, tol=correctness.derive(g, permitted, b.dtype, reduce_k=reduce_k, compute=self.compute),
                         compute=self.compute)
 
-    def each_problem(self, c: torch.Tensor, runs: Any, more: list[Any], k: int, label: str) -> Check:
-        """Output `k` of a batch of independent problems (Oracle.separable), judged problem by problem along its
-        first dimension on the spread of the reference's runs on that problem alone (`runs` and the `more` runs
+    def each_problem(self, c: torch.Tensor, runs: Any, more: list[Any], k: int, label: str,
+                     view: Any = None) -> Check:
+        """Output `k` of a batch of independent problems (Oracle.separable: `view` takes the output to one row per
+        problem; by default its first dimension), judged problem by problem on the spread of the reference's runs on that problem alone (`runs` and the `more` runs
         on inputs moved one ulp: correctness.spread). One system's error excuses no other's (red team 67: the
         one nearly singular system of 64 set the whole output's bound, and the healthy 63 were wiped). A problem
         the reference's runs solve no closer than correctness.UNDETERMINED stays judged by the whole output's
         bound alone: its values are not determined at the task's precision (an honest Cholesky solve erred 0.68
         of a nearly singular system's solution, where LU's runs erred at most 0.16). Past EACH_MAX problems, runs
         of neighbouring problems are judged together (0.24 ms a problem on the CPU)."""
-        g, b = runs.oracle[k], runs.task[k]
-        if not isinstance(c, torch.Tensor) or c.shape != b.shape:
-            return Check(label, False, f"output is not {list(b.shape)}")
+        if not isinstance(c, torch.Tensor) or c.shape != runs.task[k].shape:
+            return Check(label, False, f"output is not {list(runs.task[k].shape)}")
+        v = view or (lambda t: t)                # the output as one row per problem (Oracle.separable)
+        g, b, c = v(runs.oracle[k]), v(runs.task[k]), v(c)
+        permitted = {name: v(r[k]) for name, r in runs.permitted.items()}
+        moved = [(v(r.task[k]), v(r.oracle[k])) for r in more]
         n = b.shape[0]
         step = -(-n // EACH_MAX)                 # a very large batch: runs of neighbouring problems judged together
         bad: list[Check] = []
         for i in range(0, n, step):
             p = slice(i, i + step)
-            e = self.expect(g[p], b[p], {name: r[k][p] for name, r in runs.permitted.items()}, k)
+            e = self.expect(g[p], b[p], {name: r[p] for name, r in permitted.items()}, k)
             if e.tol is None or e.tol.exact:
                 continue
-            tol = correctness.spread(e.tol, [correctness.error_stats(r.task[k][p], r.oracle[k][p], e.compute)
-                                             for r in more])
+            tol = correctness.spread(e.tol, [correctness.error_stats(mt[p], mo[p], e.compute) for mt, mo in moved])
             if tol.ref_fro >= correctness.UNDETERMINED:
                 continue                # not determined at the task's precision: left to the whole output's bound
             chk = replace(e, tol=tol).check(c[p], label)
@@ -200,8 +203,8 @@ class Comparator:
                 which = f"problem {i}" if step == 1 else f"problems {i}-{min(i + step, n) - 1}"
                 bad.append(replace(chk, detail=f"{which}: {chk.detail}"))
         if bad:
-            return replace(bad[0], detail=f"{len(bad)} of the batch's {n} problems (along the first dimension"
-                                          f"{'' if step == 1 else f', in runs of {step}'}) outside their own "
+            return replace(bad[0], detail=f"{len(bad)} of the batch's {n} problems"
+                                          f"{'' if step == 1 else f' (in runs of {step})'} outside their own "
                                           f"spread; {bad[0].detail}")
         return Check(label, True, f"each well-conditioned problem of the batch's {n} within its own spread")
 

@@ -372,14 +372,15 @@ class Session:
 
     def each_problem(self, name: str, k: int, c: Any, xs: list[Any], more: list[Any], runs: Runs) -> Check | None:
         """Output k of an ill-conditioned trial that passed as a whole on a bound loose enough to hide a problem
-        wiped (checks.hides_a_problem) or on the spread, where it is a batch of independent problems along its
-        first dimension (Oracle.separable): each problem judged on its own spread
+        wiped (checks.hides_a_problem) or on the spread, where it is a batch of independent problems (along any
+        of its dimensions, or in blocks: Oracle.separable): each problem judged on its own spread
         (Comparator.each_problem). None where it is no such batch or the moved runs cannot be made (the whole
         output's verdict stands: docs/GATE.md, Known gaps)."""
         t = self.task
-        if not t.oracle.separable(xs, k) or not self.moved(xs, more):
+        view = t.oracle.separable(xs, k)
+        if view is None or not self.moved(xs, more):
             return None
-        chk = t.comparator.each_problem(c, runs, more, k, name)
+        chk = t.comparator.each_problem(c, runs, more, k, name, view)
         return chk if chk.ok else replace(chk, detail=chk.detail + " (an ill-conditioned trial: each problem of "
                                                                     "a batch on its own spread)")
 

@@ -1,0 +1,24 @@
+"""Batched ridge (kernel) solve over 64 systems of 8 unknowns; inputs come sample-minor (the 8 samples first,
+as a data loader stacks them), solutions come back one row per system (64 x 8)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n: int, lam: float):
+        super().__init__()
+        self.lam = lam
+        self.n = n
+
+    def forward(self, M: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        M = M.transpose(0, 1)                      # (64, 8, 12)
+        A = M @ M.transpose(-1, -2) + self.lam * torch.eye(self.n, dtype=M.dtype, device=M.device)
+        return torch.linalg.solve(A, b.transpose(0, 1))
+
+
+def get_inputs():
+    return [torch.randn(8, 64, 12), torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return [8, 1e-7]
