@@ -57,8 +57,10 @@ SPREAD_FACTOR, SPREAD_CAP = 4.0, 64.0
 #: an output (or a batch's problem) the reference's runs solve no closer than UNDETERMINED (relative Frobenius norm,
 #: the worst of its runs, capped) is not determined at the task's precision, and honest algorithms land anywhere
 #: near it: an exact copy of a float32 solve of a nearly singular system erred 9x the worst max error of the
-#: reference's 5 runs, a Cholesky solve 4.5x LU's. Its bound takes UNDETERMINED_FACTOR on the worst run in place
-#: of SPREAD_FACTOR: NaN/Inf positions and magnitudes are still judged (1e30 fails), values hardly
+#: reference's 5 runs, a Cholesky solve 4.5x LU's. So is one whose exact value moves that far when the inputs move
+#: one ulp (LU's runs, alike in their roundings, erred 1% of a system Cholesky erred 123% on). Its bound takes
+#: UNDETERMINED_FACTOR on the worst run in place of SPREAD_FACTOR: NaN/Inf positions and magnitudes are still
+#: judged (1e30 fails), values hardly
 UNDETERMINED, UNDETERMINED_FACTOR = 2.0 ** -4, 64.0
 
 
@@ -263,14 +265,15 @@ def derive(g: torch.Tensor, refs: dict[str, torch.Tensor], out_dtype: torch.dtyp
         ref_max=mx, ref_mean=mean, ref_fro=fro, u=u, exact=False, source=name or "task dtype", own_fro=own)
 
 
-def spread(tol: Tolerance, stats: list[tuple[float, float, float]]) -> Tolerance:
+def spread(tol: Tolerance, stats: list[tuple[float, float, float]], sensitivity: float = 0.0) -> Tolerance:
     """`tol` with the reference's own error taken as the worst of its run's and `stats` (max, mean and relative
     Frobenius errors of more runs of the reference, each against the oracle on its own inputs), each capped at
-    SPREAD_CAP times the run's, and SPREAD_FACTOR on it in place of the usual factors (UNDETERMINED_FACTOR where
-    the worst relative error is UNDETERMINED or more); the floors unchanged."""
+    SPREAD_CAP times the run's, and SPREAD_FACTOR on it in place of the usual factors; UNDETERMINED_FACTOR where
+    the worst relative error, or the `sensitivity` (how far the exact output moved, relative Frobenius norm, when
+    the inputs moved one ulp), is UNDETERMINED or more. The floors unchanged."""
     worst = [min(max([ref] + [s[i] for s in stats]), SPREAD_CAP * ref)
              for i, ref in enumerate((tol.ref_max, tol.ref_mean, tol.ref_fro))]
-    f = UNDETERMINED_FACTOR if worst[2] >= UNDETERMINED else SPREAD_FACTOR
+    f = UNDETERMINED_FACTOR if max(worst[2], sensitivity) >= UNDETERMINED else SPREAD_FACTOR
     return Tolerance(tol.max_abs + f * worst[0] - MAX_FACTOR * tol.ref_max,
                      tol.mean_abs + f * worst[1] - MEAN_FACTOR * tol.ref_mean,
                      tol.fro_rel + f * worst[2] - MAX_FACTOR * tol.ref_fro, worst[0], worst[1], worst[2],

@@ -66,8 +66,6 @@ class Batch:
     commits: list                        # per iteration: [output digests, input digests after the call]
 
 
-#: calls on the workload's own inputs and parameters: never judged on the reference's spread (Session.ill)
-OWN_INPUTS = ("first call", "trial 1 (")
 #: more runs of the reference, on inputs moved one ulp, before an ill-conditioned output is refused (Session.ill)
 SECOND_LOOK = 4
 
@@ -321,15 +319,15 @@ class Session:
     def judged(self, name: str, k: int, c: Any, e: Any, xs: list[Any], more: list[Any], runs: Runs,
                nonfinite: bool = False) -> Check:
         """Output k of a call on `xs` against its expectation `e`; where the trial is ill-conditioned for the
-        reference, a refusal off the workload's own inputs judged again on the reference's spread (`ill`), and a
+        reference, a refusal judged again on the reference's spread (`ill`), and a
         pass, where the output is a batch of independent problems, problem by problem (`each_problem`)."""
         chk = e.check(c, name, nonfinite_inputs=nonfinite)
         ill = not nonfinite and e.tol is not None and e.grid is None and e.tol.ill and self.task.oracle.continuous
         spread = False
-        if ill and not chk.ok and not name.startswith(OWN_INPUTS):
+        if ill and not chk.ok:
             chk = self.ill(name, k, c, e, xs, more) or chk
             spread = chk.ok
-        if ill and chk.ok and (spread or checks.hides_a_problem(e.tol, c)):
+        if ill and chk.ok and (spread or checks.hides_a_problem(e.tol, c, xs)):
             chk = self.each_problem(name, k, c, xs, more, runs) or chk      # one system's error excuses no other's
         return chk
 
@@ -339,17 +337,18 @@ class Session:
         return checks.for_trial(e, name, given, ratio)
 
     def ill(self, name: str, k: int, c: Any, e0: Any, xs: list[Any], more: list[Any]) -> Check | None:
-        """Output k of a trial off the workload's own inputs, refused, where the task-dtype reference itself erred
+        """Output k of a call, refused, where the task-dtype reference itself erred
         ILL_UNITS units or more (correctness.Tolerance.ill): one run there is one draw of a wide spread (an exact
         copy of a float32 solve erred 6.8x the reference's in CI). Judged again with the reference's own error the
         worst of that run and SECOND_LOOK more, each on its inputs moved one ulp against the oracle on those
         inputs (Oracle.moved_runs: never its sensitivity to the inputs, red team 67's atan2 at a moved -0.0),
-        capped (correctness.spread). None where they cannot be made (out of memory, the reference raising on the
+        capped (correctness.spread; that sensitivity says only whether the output is determined at all). None where they cannot be made (out of memory, the reference raising on the
         moved inputs: the refusal stands)."""
         if not self.moved(xs, more):
             return None
         stats = [correctness.error_stats(r.task[k], r.oracle[k], e0.compute) for r in more]
-        tol = correctness.spread(e0.tol, stats)
+        moves = max(correctness.error_stats(r.oracle[k], e0.g, e0.compute)[2] for r in more)
+        tol = correctness.spread(e0.tol, stats, moves)
         chk = replace(e0, tol=tol).check(c, name)
         if chk.ok:
             head = f"{name}: output {k} judged on the spread of {len(more) + 1} runs of the reference"

@@ -249,3 +249,18 @@ def test_a_very_large_batch_is_judged_in_runs_of_neighbouring_problems(monkeypat
     wiped[4] = 0.0
     chk = cmp.each_problem(wiped, runs, more, 0, "trial")
     assert not chk.ok and "in runs of 3" in chk.detail and "problems 3-5" in chk.detail
+
+
+def test_a_batch_is_judged_problem_by_problem_only_where_its_bound_could_hide_a_problem():
+    """checks.hides_a_problem: a bound loose everywhere alike (TF32 convolutions permitted: 1e-3 on a 64-image
+    batch) never costs the probe and the per-problem runs; a batch's bound set by its singular systems (0.3) does."""
+    from kernelgate.gate import correctness
+    def tol(fro):
+        return correctness.Tolerance(1.0, 1.0, fro, 0.0, 0.0, fro / 2, 2.0 ** -24, False, "task dtype", fro / 2)
+    images = [torch.randn(64, 3, 16, 16)]
+    assert not checks.hides_a_problem(tol(1e-3), torch.zeros(64, 128, 8, 8), images)
+    systems = [torch.randn(64, 8, 12), torch.randn(64, 8)]
+    assert checks.hides_a_problem(tol(0.3), torch.zeros(64, 8), systems)
+    assert checks.hides_a_problem(tol(0.01), torch.zeros(512), systems)      # flattened: 512 entries, 64 blocks
+    assert not checks.hides_a_problem(tol(0.005), torch.zeros(64, 8), systems)
+    assert not checks.hides_a_problem(None, torch.zeros(64, 8), systems)

@@ -219,3 +219,5 @@ def test_the_spread_of_an_ill_conditioned_trial_is_capped_by_the_references_own_
     lost = c.spread(dataclasses.replace(tol, ref_fro=0.1), [(3e-3, 2e-4, 0.5)])   # its runs err 1/16 or more
     assert lost.ref_fro == 0.5 and abs(lost.fro_rel - (5e-7 - 2 * 0.1 + 2e-4 + c.UNDETERMINED_FACTOR * 0.5)) < 1e-9
     assert "undetermined" in lost.source and "undetermined" not in mild.source
+    moving = c.spread(tol, [(3e-3, 2e-4, 3e-4)], sensitivity=0.2)        # the exact output moves 1/5 per ulp
+    assert abs(moving.fro_rel - (5e-7 + c.UNDETERMINED_FACTOR * 3e-4)) < 1e-12 and "undetermined" in moving.source

@@ -193,8 +193,8 @@ def test_an_ill_conditioned_trial_is_judged_on_the_references_own_spread(write):
     """The "constant feature" and "smooth" families make a covariance singular or nearly so: the float32 solve is
     then off the fp64 oracle by much of its size, and another rounding of the same system lands anywhere in that
     spread (an exact copy of the reference was refused once in CI, 1.89 against 0.57 allowed; a regrouped scaling 2
-    verifies in 4). A refused output there is judged entry by entry against the reference's error over its run and
-    four more on inputs moved one ulp; the workload's own inputs never are, so a wrong solve is refused."""
+    verifies in 4). A refused output there is judged again against the reference's error over its run and four
+    more on inputs moved one ulp; a wrong solve is still refused, on the workload's own inputs."""
     from kernelgate.gate import correctness
     ref = write("gls.py", GLS)
     task = task_mod.prepare(workload.Spec.parse(ref, "Model"), "cpu", Contract())
@@ -202,10 +202,10 @@ def test_an_ill_conditioned_trial_is_judged_on_the_references_own_spread(write):
     for _ in range(2):
         good = judge_mod.judge(task, workload.Spec.parse(write("regrouped.py", GLS_REGROUPED), "ModelNew"), cfg)
         assert good.status.value == "accepted", good.message
-        assert all(not n.startswith(("first call", "trial 1 (")) for n in good.notes if "ill-conditioned" in n)
     bad = judge_mod.judge(task, workload.Spec.parse(write("unscaled.py", GLS_UNSCALED), "ModelNew"), cfg)
     assert bad.status.value == "rejected" and bad.reason.value == "mismatch", bad.message
     assert bad.message.startswith(("first call", "trial 1 ("))
     t = correctness.Tolerance(1, 1, 1, 1, 1, 1, 2.0 ** -24, False, "task dtype", own_fro=16 * 2.0 ** -24)
     assert t.ill                          # the task-dtype run's own error, not a contract's lower precision's
+    assert not correctness.Tolerance(1, 1, 1, 1, 1, 1, 2.0 ** -24, False, "task dtype", own_fro=2 * 2.0 ** -24).ill
     assert not correctness.Tolerance(1, 1, 1, 1, 1, 1, 2.0 ** -24, False, "bf16 (contract)", own_fro=1e-7).ill
