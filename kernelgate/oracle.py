@@ -28,8 +28,8 @@ from .errors import KernelgateError
 from .records import Contract, Reason
 from .sandbox.sensors import describe_output, rng_state
 from .languages import kernel_languages
-from .moves import (SEPARABLE_DRAWS, batch_axis, batch_moved, one_ulp, one_ulp_fp64,  # noqa: F401 - callers' names
-                    problems, to_fp64, upcast, widened)
+from .moves import (SEPARABLE_DRAWS, batch_axis, batch_moved, one_ulp, one_ulp_fp64, problems, to_fp64, upcast,
+                    widened)
 from .structure import structured
 from .workload import Reference
 

@@ -178,14 +178,15 @@ class Comparator:
     def each_problem(self, c: torch.Tensor, runs: Any, more: list[Any], k: int, label: str,
                      view: Any = None) -> Check:
         """Output `k` of a batch of independent problems (Oracle.separable: `view` takes the output to one row per
-        problem; by default its first dimension), judged problem by problem on the spread of the reference's runs on that problem alone (`runs` and the `more` runs
-        on inputs moved one ulp: correctness.spread). One system's error excuses no other's (red team 67: the
-        one nearly singular system of 64 set the whole output's bound, and the healthy 63 were wiped). A problem
-        the reference's runs solve no closer than correctness.UNDETERMINED, or whose exact solution moves that far
-        when the inputs move one ulp, stays judged by the whole output's bound alone: its values are not
-        determined at the task's precision (an honest Cholesky solve erred 0.68 of a nearly singular system's
-        solution where LU's runs erred at most 0.16, and 1.23 of one they erred 1% on). Past EACH_MAX problems, runs
-        of neighbouring problems are judged together (0.24 ms a problem on the CPU)."""
+        problem; by default its first dimension), judged problem by problem on the spread of the reference's runs
+        on that problem alone (`runs` and the `more` runs on inputs moved one ulp: correctness.spread). One
+        system's error excuses no other's (red team 67: the one nearly singular system of 64 set the whole
+        output's bound, and the healthy 63 were wiped). A problem the reference's runs solve no closer than
+        correctness.UNDETERMINED, or whose exact solution moves that far when the inputs move one ulp, stays
+        judged by the whole output's bound alone: its values are not determined at the task's precision (an
+        honest Cholesky solve erred 0.68 of a nearly singular system's solution where LU's runs erred at most
+        0.16, and 1.23 of one they erred 1% on). Past EACH_MAX problems, runs of neighbouring problems are judged
+        together (0.24 ms a problem on the CPU)."""
         if not isinstance(c, torch.Tensor) or c.shape != runs.task[k].shape:
             return Check(label, False, f"output is not {list(runs.task[k].shape)}")
         v = view or (lambda t: t)                # the output as one row per problem (Oracle.separable)

@@ -342,8 +342,8 @@ class Session:
         copy of a float32 solve erred 6.8x the reference's in CI). Judged again with the reference's own error the
         worst of that run and SECOND_LOOK more, each on its inputs moved one ulp against the oracle on those
         inputs (Oracle.moved_runs: never its sensitivity to the inputs, red team 67's atan2 at a moved -0.0),
-        capped (correctness.spread; that sensitivity says only whether the output is determined at all). None where they cannot be made (out of memory, the reference raising on the
-        moved inputs: the refusal stands)."""
+        capped (correctness.spread; that sensitivity says only whether the output is determined at all). None
+        where none can be made (out of memory, the reference raising on every moved input: the refusal stands)."""
         if not self.moved(xs, more):
             return None
         stats = [correctness.error_stats(r.task[k], r.oracle[k], e0.compute) for r in more]
@@ -360,8 +360,8 @@ class Session:
                                                 "an ill-conditioned trial)")
 
     def moved(self, xs: list[Any], more: list[Any]) -> bool:
-        """`more` holds SECOND_LOOK runs of the reference on `xs` moved one ulp (made once a trial); False where
-        they cannot be made (out of memory, the reference refusing a moved input)."""
+        """`more` holds up to SECOND_LOOK runs of the reference on `xs` moved one ulp (made once a call: those the
+        reference raises on left out); False where none can be made (out of memory, every moved input refused)."""
         if not more:
             try:
                 more.extend(self.task.oracle.moved_runs(xs, SECOND_LOOK))
