@@ -213,8 +213,8 @@ def test_bench_claims_and_flags_an_implausibly_large_speedup(write, capsys):
     base, cand = Timing.from_json(doc["rows"][0]["timing"]), Timing.from_json(row["timing"])
     assert sp["bounded"] == (resolvable(base) and not resolvable(cand)), sp
     # and the workload's own draws agree (eight single calls a row: under load their median can fall short)
-    from kernelgate.gate.timing import DRAWN_AGREE
-    agrees = sp["drawn_ratio"] is None or sp["drawn_ratio"] > max(sp["threshold"], DRAWN_AGREE * sp["low"])
+    from kernelgate.gate.timing import drawn_agrees
+    agrees = drawn_agrees(sp["drawn_ratio"], sp["threshold"], sp["low"])
     assert sp["claimed"] == (sp["low"] > sp["threshold"] and sp["mean_ratio"] > sp["threshold"] and resolvable(base)
                              and agrees), sp
 

@@ -179,7 +179,7 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
     drawn = None
     if base.drawn_ms is not None and cand.drawn_ms is not None:
         drawn = base.drawn_ms / cand.drawn_ms if cand.drawn_ms > 0 else math.inf
-    agrees = drawn is None or drawn > max(threshold, DRAWN_AGREE * low)
+    agrees = drawn_agrees(drawn, threshold, low)
     return Speedup(ratio, low, high, threshold,
                    claimed=low > threshold and mean_ratio > threshold and resolvable(base) and resolvable(cand)
                    and not fixed and agrees,
@@ -191,6 +191,12 @@ def speedup(base: Timing, cand: Timing, resamples: int = 2000, seed: int = 0, fi
 #: (eight single calls per row: their median moves 5-10% on a quiet CPU; red team 64's sort measured 2.0x there
 #: against a lower bound of 2.9x on the timed draws)
 DRAWN_AGREE = 0.85
+
+
+def drawn_agrees(drawn: float | None, threshold: float, low: float) -> bool:
+    """Whether the ratio on the workload's own draws (None: not measured) lets a claim stand: above the threshold
+    and DRAWN_AGREE of the timed draws' lower bound."""
+    return drawn is None or drawn > max(threshold, DRAWN_AGREE * low)
 
 
 HARNESS_SHARE = 0.5                  # a row whose harness is more than this share of its judge time is unresolved

@@ -217,11 +217,11 @@ class Evaluator:
                     base = min((timings[b] for b in self.base_sessions if b in timings), key=lambda t: t.median_ms)
                     sp = timing.speedup(base, timings[c.id], fixed=fixed_inputs(self.task))
                     found = None
-                    if profile and sp.ratio < profile_min:
-                        self.notes.append(f"no profile for {c.strategy}: {sp.ratio:.2f}x, below the "
-                                          f"{profile_min:.2f}x that a profile needs")
-                    elif profile and deadline is not None and self.clock() >= deadline:
-                        self.notes.append(f"no profile for {c.strategy}: the search's deadline had passed")
+                    skip = (f"{sp.ratio:.2f}x, below the {profile_min:.2f}x that a profile needs"
+                            if sp.ratio < profile_min else "the search's deadline had passed"
+                            if deadline is not None and self.clock() >= deadline else None)
+                    if profile and skip:
+                        self.notes.append(f"no profile for {c.strategy}: {skip}")
                     elif profile:
                         with ph.timed("profiling"):
                             found = summary.try_observe(s, self.notes, c.strategy)
